@@ -1,0 +1,1 @@
+"""The CPU driver: numpy kernels, one operator per module, registered by NodeType."""

@@ -1,0 +1,1 @@
+"""The NNRt HDI v2.1 in protobuf, and the Python modules generated from it."""

@@ -1,0 +1,166 @@
+from google.protobuf import empty_pb2 as _empty_pb2
+from nnrt.protos import hdi_types_pb2 as _hdi_types_pb2
+from nnrt.protos import model_types_pb2 as _model_types_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ReturnCodeReply(_message.Message):
+    __slots__ = ("returnCode",)
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    def __init__(self, returnCode: _Optional[int] = ...) -> None: ...
+
+class VersionReply(_message.Message):
+    __slots__ = ("returnCode", "major", "minor")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    MAJOR_FIELD_NUMBER: _ClassVar[int]
+    MINOR_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    major: int
+    minor: int
+    def __init__(self, returnCode: _Optional[int] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ...) -> None: ...
+
+class NameReply(_message.Message):
+    __slots__ = ("returnCode", "name")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    name: str
+    def __init__(self, returnCode: _Optional[int] = ..., name: _Optional[str] = ...) -> None: ...
+
+class DeviceTypeReply(_message.Message):
+    __slots__ = ("returnCode", "deviceType")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    DEVICETYPE_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    deviceType: _hdi_types_pb2.DeviceType
+    def __init__(self, returnCode: _Optional[int] = ..., deviceType: _Optional[_Union[_hdi_types_pb2.DeviceType, str]] = ...) -> None: ...
+
+class DeviceStatusReply(_message.Message):
+    __slots__ = ("returnCode", "status")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    status: _hdi_types_pb2.DeviceStatus
+    def __init__(self, returnCode: _Optional[int] = ..., status: _Optional[_Union[_hdi_types_pb2.DeviceStatus, str]] = ...) -> None: ...
+
+class IsSupportedReply(_message.Message):
+    __slots__ = ("returnCode", "isSupported")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    ISSUPPORTED_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    isSupported: bool
+    def __init__(self, returnCode: _Optional[int] = ..., isSupported: _Optional[bool] = ...) -> None: ...
+
+class GetSupportedOperationRequest(_message.Message):
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: _model_types_pb2.Model
+    def __init__(self, model: _Optional[_Union[_model_types_pb2.Model, _Mapping]] = ...) -> None: ...
+
+class GetSupportedOperationReply(_message.Message):
+    __slots__ = ("returnCode", "ops")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    ops: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, returnCode: _Optional[int] = ..., ops: _Optional[_Iterable[bool]] = ...) -> None: ...
+
+class PrepareModelRequest(_message.Message):
+    __slots__ = ("model", "config")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    model: _model_types_pb2.Model
+    config: _hdi_types_pb2.ModelConfig
+    def __init__(self, model: _Optional[_Union[_model_types_pb2.Model, _Mapping]] = ..., config: _Optional[_Union[_hdi_types_pb2.ModelConfig, _Mapping]] = ...) -> None: ...
+
+class PrepareModelFromModelCacheRequest(_message.Message):
+    __slots__ = ("modelCache", "config")
+    MODELCACHE_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    modelCache: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.SharedBuffer]
+    config: _hdi_types_pb2.ModelConfig
+    def __init__(self, modelCache: _Optional[_Iterable[_Union[_hdi_types_pb2.SharedBuffer, _Mapping]]] = ..., config: _Optional[_Union[_hdi_types_pb2.ModelConfig, _Mapping]] = ...) -> None: ...
+
+class PrepareOfflineModelRequest(_message.Message):
+    __slots__ = ("offlineModels", "config")
+    OFFLINEMODELS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    offlineModels: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.SharedBuffer]
+    config: _hdi_types_pb2.ModelConfig
+    def __init__(self, offlineModels: _Optional[_Iterable[_Union[_hdi_types_pb2.SharedBuffer, _Mapping]]] = ..., config: _Optional[_Union[_hdi_types_pb2.ModelConfig, _Mapping]] = ...) -> None: ...
+
+class PrepareModelReply(_message.Message):
+    __slots__ = ("returnCode", "preparedModelId")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    PREPAREDMODELID_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    preparedModelId: int
+    def __init__(self, returnCode: _Optional[int] = ..., preparedModelId: _Optional[int] = ...) -> None: ...
+
+class AllocateBufferRequest(_message.Message):
+    __slots__ = ("length",)
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    length: int
+    def __init__(self, length: _Optional[int] = ...) -> None: ...
+
+class AllocateBufferReply(_message.Message):
+    __slots__ = ("returnCode", "buffer")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    BUFFER_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    buffer: _hdi_types_pb2.SharedBuffer
+    def __init__(self, returnCode: _Optional[int] = ..., buffer: _Optional[_Union[_hdi_types_pb2.SharedBuffer, _Mapping]] = ...) -> None: ...
+
+class ReleaseBufferRequest(_message.Message):
+    __slots__ = ("buffer",)
+    BUFFER_FIELD_NUMBER: _ClassVar[int]
+    buffer: _hdi_types_pb2.SharedBuffer
+    def __init__(self, buffer: _Optional[_Union[_hdi_types_pb2.SharedBuffer, _Mapping]] = ...) -> None: ...
+
+class PreparedModelRef(_message.Message):
+    __slots__ = ("preparedModelId",)
+    PREPAREDMODELID_FIELD_NUMBER: _ClassVar[int]
+    preparedModelId: int
+    def __init__(self, preparedModelId: _Optional[int] = ...) -> None: ...
+
+class ExportModelCacheReply(_message.Message):
+    __slots__ = ("returnCode", "modelCache")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    MODELCACHE_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    modelCache: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.SharedBuffer]
+    def __init__(self, returnCode: _Optional[int] = ..., modelCache: _Optional[_Iterable[_Union[_hdi_types_pb2.SharedBuffer, _Mapping]]] = ...) -> None: ...
+
+class GetInputDimRangesReply(_message.Message):
+    __slots__ = ("returnCode", "minInputDims", "maxInputDims")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    MININPUTDIMS_FIELD_NUMBER: _ClassVar[int]
+    MAXINPUTDIMS_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    minInputDims: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.UInt32Array]
+    maxInputDims: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.UInt32Array]
+    def __init__(self, returnCode: _Optional[int] = ..., minInputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.UInt32Array, _Mapping]]] = ..., maxInputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.UInt32Array, _Mapping]]] = ...) -> None: ...
+
+class RunRequest(_message.Message):
+    __slots__ = ("preparedModelId", "inputs", "outputs")
+    PREPAREDMODELID_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    preparedModelId: int
+    inputs: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.IOTensor]
+    outputs: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.IOTensor]
+    def __init__(self, preparedModelId: _Optional[int] = ..., inputs: _Optional[_Iterable[_Union[_hdi_types_pb2.IOTensor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[_hdi_types_pb2.IOTensor, _Mapping]]] = ...) -> None: ...
+
+class RunReply(_message.Message):
+    __slots__ = ("returnCode", "outputDims")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTDIMS_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    outputDims: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.Int32Array]
+    def __init__(self, returnCode: _Optional[int] = ..., outputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.Int32Array, _Mapping]]] = ...) -> None: ...
