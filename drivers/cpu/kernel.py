@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from nnrt.protos.hdi_types_pb2 import QUANT_TYPE_ALL
 from nnrt.server.errors import NNRT_INVALID_NODE, NNRT_UNSUPPORTED_OP, DriverError
 from nnrt.server.graph import NodeSpec, Shape
 
@@ -79,4 +80,6 @@ def create_kernel(node: NodeSpec) -> Kernel:
     cls = KERNELS.get(node.node_type)
     if cls is None:
         raise unsupported(node, f"NodeType {node.node_type} has no CPU kernel")
+    if node.quant_type == QUANT_TYPE_ALL:
+        raise unsupported(node, "quantized (QUANT_TYPE_ALL) execution is not implemented yet")
     return cls(node)

@@ -1,0 +1,348 @@
+"""The HDI client layer: one connection (= one session) to one driver process.
+
+`DriverClient` opens the driver's session channel (server/session_channel.py) and its gRPC
+socket, then offers every HDI method. Methods return the reply message, whose
+`returnCode` the caller checks: driver-level errors are data. Transport failures raise
+`DriverGone` — the driver died or stopped — and are noticed promptly: the session channel
+reaches end-of-file the moment the driver process dies, a watcher thread marks the client
+dead, fails every waiting request and calls the death callbacks, and every later call
+raises at once.
+
+Buffers come back as `SharedMemory`: the client's own mapping of the driver's memfd, plus
+the fd, valid as long as the client keeps it, whatever happens to the driver.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import mmap
+import os
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import grpc
+import numpy as np
+from google.protobuf import empty_pb2
+
+from nnrt.protos import hdi_pb2 as pb
+from nnrt.protos import hdi_pb2_grpc as rpc
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import model_types_pb2 as mt
+from nnrt.server import session_channel as channel
+from nnrt.server.errors import NNRT_SUCCESS
+from nnrt.server.runtime_dir import grpc_socket, runtime_dir, session_socket
+
+log = logging.getLogger(__name__)
+
+_EMPTY = empty_pb2.Empty()
+_MAX_MESSAGE_BYTES = 64 << 20
+
+
+class DriverGone(ConnectionError):
+    """The driver cannot be reached: it died, stopped, or never answered."""
+
+
+class SharedMemory:
+    """The client's mapping of one driver buffer (`bufferId` in this session)."""
+
+    def __init__(self, buffer_id: int, fd: int, size: int) -> None:
+        self.buffer_id = buffer_id
+        self.fd = fd
+        self.size = size
+        self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.closed = False
+
+    def view(self, offset: int = 0, length: int | None = None) -> memoryview:
+        """A writable view of the shared pages themselves (no copy)."""
+        end = self.size if length is None else offset + length
+        return memoryview(self._map)[offset:end]
+
+    def array(self, dtype, shape: Sequence[int], offset: int = 0) -> np.ndarray:
+        """A numpy array over the shared pages (no copy)."""
+        count = int(np.prod(shape, dtype=np.int64))
+        return np.frombuffer(self._map, dtype=dtype, count=count, offset=offset).reshape(shape)
+
+    def descriptor(self, offset: int = 0, length: int | None = None) -> ht.SharedBuffer:
+        """The wire form of a window of this buffer."""
+        size = self.size - offset if length is None else length
+        return ht.SharedBuffer(bufferId=self.buffer_id, bufferSize=self.size, offset=offset,
+                               dataSize=size)
+
+    def close(self) -> None:
+        """Unmap and close the fd (the driver side is released separately)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._map.close()
+        except BufferError:
+            log.warning("buffer %d still viewed at close; unmapped when the views go", self.buffer_id)
+        os.close(self.fd)
+
+
+class DriverClient:
+    """A session with one driver. Thread-safe."""
+
+    def __init__(self, grpc_path: Path, session_path: Path, *, timeout: float = 5.0) -> None:
+        self.grpc_path = Path(grpc_path)
+        self.session_path = Path(session_path)
+        self._dead = threading.Event()
+        self._death_reason = ""
+        self._death_callbacks: list[Callable[[], None]] = []
+        self._waiters: dict[int, tuple[threading.Event, list]] = {}
+        self._seq = itertools.count(1)
+        self._lock = threading.Lock()
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        try:
+            self._sock.settimeout(timeout)
+            self._sock.connect(str(self.session_path))
+            hello, fds = channel.receive_message(self._sock)
+            channel.close_fds(fds)
+            if not hello or hello.get("protocol") != channel.PROTOCOL_VERSION:
+                raise DriverGone(f"{self.session_path}: unexpected greeting {hello!r}")
+            self._sock.settimeout(None)
+        except (OSError, ValueError) as exc:
+            self._sock.close()
+            raise DriverGone(f"cannot open a session on {self.session_path}: {exc}") from exc
+        self.session_id = hello["sessionId"]
+        self._metadata = ((channel.METADATA_KEY, hello["session"]),)
+        self._channel = grpc.insecure_channel(
+            f"unix:{self.grpc_path}",
+            options=[("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+                     ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES)],
+        )
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError as exc:
+            self._sock.close()
+            self._channel.close()
+            raise DriverGone(f"{self.grpc_path} did not answer within {timeout} s") from exc
+        self.device = rpc.INnrtDeviceStub(self._channel)
+        self.prepared = rpc.IPreparedModelStub(self._channel)
+        self._watcher = threading.Thread(target=self._watch, name="nnrt-session-watch", daemon=True)
+        self._watcher.start()
+
+    @classmethod
+    def connect(cls, name: str, directory: Path | None = None, *, timeout: float = 5.0) -> DriverClient:
+        """Open a session with the driver called `name` in the runtime directory."""
+        directory = runtime_dir() if directory is None else Path(directory)
+        return cls(grpc_socket(directory, name), session_socket(directory, name), timeout=timeout)
+
+    # -- liveness -------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead.is_set()
+
+    def on_death(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` (on the watcher thread) when the driver goes away."""
+        with self._lock:
+            if not self._dead.is_set():
+                self._death_callbacks.append(callback)
+                return
+        callback()
+
+    def wait_dead(self, timeout: float) -> bool:
+        return self._dead.wait(timeout)
+
+    def _watch(self) -> None:
+        while True:
+            try:
+                message, fds = channel.receive_message(self._sock)
+            except ValueError as exc:
+                log.warning("driver %s sent a malformed message: %s", self.grpc_path.name, exc)
+                continue
+            except OSError as exc:
+                message, fds = None, []
+                reason = str(exc)
+            else:
+                reason = "the driver closed the session"
+            if message is None:
+                self._mark_dead(reason)
+                return
+            waiter = self._waiters.pop(message.get("seq"), None)
+            if waiter is None:
+                channel.close_fds(fds)
+                continue
+            waiter[1].extend([message, fds])
+            waiter[0].set()
+
+    def _mark_dead(self, reason: str) -> None:
+        with self._lock:
+            if self._dead.is_set():
+                return
+            self._death_reason = reason
+            self._dead.set()
+            callbacks, self._death_callbacks = self._death_callbacks, []
+            waiters, self._waiters = self._waiters, {}
+        for event, _ in waiters.values():
+            event.set()
+        if reason != "closed by the client":
+            log.warning("driver %s is gone: %s", self.grpc_path.name, reason)
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("death callback failed")
+
+    def _gone(self) -> DriverGone:
+        return DriverGone(f"driver {self.grpc_path.name} is gone: {self._death_reason}")
+
+    # -- transport --------------------------------------------------------------------------
+
+    def _call(self, method, request, timeout: float | None = None):
+        if self._dead.is_set():
+            raise self._gone()
+        try:
+            return method(request, metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise TimeoutError(f"{method._method.decode()} exceeded {timeout} s") from exc
+            if self._dead.is_set():
+                raise self._gone() from exc
+            raise DriverGone(f"driver {self.grpc_path.name}: {exc.code().name}: {exc.details()}") from exc
+
+    def _session_request(self, message: dict, fds: Sequence[int] = (), timeout: float = 5.0):
+        seq = next(self._seq)
+        event, slot = threading.Event(), []
+        with self._lock:
+            if self._dead.is_set():
+                raise self._gone()
+            self._waiters[seq] = (event, slot)
+        try:
+            channel.send_message(self._sock, {**message, "seq": seq}, fds)
+        except OSError as exc:
+            self._waiters.pop(seq, None)
+            raise DriverGone(f"session channel: {exc}") from exc
+        if not event.wait(timeout):
+            self._waiters.pop(seq, None)
+            raise DriverGone(f"driver {self.grpc_path.name} did not answer within {timeout} s")
+        if not slot:
+            raise self._gone()
+        return slot[0], slot[1]
+
+    # -- INnrtDevice --------------------------------------------------------------------------
+
+    def get_version(self) -> pb.VersionReply:
+        return self._call(self.device.GetVersion, _EMPTY)
+
+    def get_device_name(self) -> pb.NameReply:
+        return self._call(self.device.GetDeviceName, _EMPTY)
+
+    def get_vendor_name(self) -> pb.NameReply:
+        return self._call(self.device.GetVendorName, _EMPTY)
+
+    def get_device_type(self) -> pb.DeviceTypeReply:
+        return self._call(self.device.GetDeviceType, _EMPTY)
+
+    def get_device_status(self) -> pb.DeviceStatusReply:
+        return self._call(self.device.GetDeviceStatus, _EMPTY)
+
+    def get_supported_operation(self, model: mt.Model) -> pb.GetSupportedOperationReply:
+        return self._call(self.device.GetSupportedOperation,
+                          pb.GetSupportedOperationRequest(model=model))
+
+    def is_float16_precision_supported(self) -> pb.IsSupportedReply:
+        return self._call(self.device.IsFloat16PrecisionSupported, _EMPTY)
+
+    def is_performance_mode_supported(self) -> pb.IsSupportedReply:
+        return self._call(self.device.IsPerformanceModeSupported, _EMPTY)
+
+    def is_priority_supported(self) -> pb.IsSupportedReply:
+        return self._call(self.device.IsPrioritySupported, _EMPTY)
+
+    def is_dynamic_input_supported(self) -> pb.IsSupportedReply:
+        return self._call(self.device.IsDynamicInputSupported, _EMPTY)
+
+    def is_model_cache_supported(self) -> pb.IsSupportedReply:
+        return self._call(self.device.IsModelCacheSupported, _EMPTY)
+
+    def prepare_model(self, model: mt.Model, config: ht.ModelConfig | None = None) -> pb.PrepareModelReply:
+        return self._call(self.device.PrepareModel,
+                          pb.PrepareModelRequest(model=model, config=config or ht.ModelConfig()))
+
+    def prepare_model_from_model_cache(self, cache: Sequence[ht.SharedBuffer],
+                                       config: ht.ModelConfig | None = None) -> pb.PrepareModelReply:
+        return self._call(self.device.PrepareModelFromModelCache,
+                          pb.PrepareModelFromModelCacheRequest(
+                              modelCache=cache, config=config or ht.ModelConfig()))
+
+    def prepare_offline_model(self, models: Sequence[ht.SharedBuffer],
+                              config: ht.ModelConfig | None = None) -> pb.PrepareModelReply:
+        return self._call(self.device.PrepareOfflineModel,
+                          pb.PrepareOfflineModelRequest(
+                              offlineModels=models, config=config or ht.ModelConfig()))
+
+    def allocate_buffer(self, length: int) -> tuple[int, SharedMemory | None]:
+        """AllocateBuffer, then fetch and map its memfd: (returnCode, memory or None)."""
+        reply = self._call(self.device.AllocateBuffer, pb.AllocateBufferRequest(length=length))
+        if reply.returnCode != NNRT_SUCCESS:
+            return reply.returnCode, None
+        buffer = reply.buffer
+        answer, fds = self._session_request({"op": "fetch", "bufferId": buffer.bufferId})
+        if answer.get("returnCode") != NNRT_SUCCESS or len(fds) != 1:
+            channel.close_fds(fds)
+            return answer.get("returnCode", ht.NNRT_FAILED), None
+        return NNRT_SUCCESS, SharedMemory(buffer.bufferId, fds[0], buffer.bufferSize)
+
+    def register_fd(self, fd: int) -> tuple[int, SharedMemory | None]:
+        """Make the caller's memfd a buffer of this session; the caller keeps its own fd."""
+        answer, fds = self._session_request({"op": "import"}, [fd])
+        channel.close_fds(fds)
+        if answer.get("returnCode") != NNRT_SUCCESS:
+            return answer["returnCode"], None
+        own = os.dup(fd)
+        return NNRT_SUCCESS, SharedMemory(answer["bufferId"], own, answer["bufferSize"])
+
+    def release_buffer(self, buffer: ht.SharedBuffer | SharedMemory) -> pb.ReturnCodeReply:
+        """ReleaseBuffer on the driver. The client's mapping is closed by SharedMemory.close()."""
+        if isinstance(buffer, SharedMemory):
+            buffer = buffer.descriptor()
+        return self._call(self.device.ReleaseBuffer, pb.ReleaseBufferRequest(buffer=buffer))
+
+    # -- IPreparedModel -----------------------------------------------------------------------
+
+    def prepared_model_version(self, model_id: int) -> pb.VersionReply:
+        return self._call(self.prepared.GetVersion, pb.PreparedModelRef(preparedModelId=model_id))
+
+    def export_model_cache(self, model_id: int) -> pb.ExportModelCacheReply:
+        return self._call(self.prepared.ExportModelCache,
+                          pb.PreparedModelRef(preparedModelId=model_id))
+
+    def get_input_dim_ranges(self, model_id: int) -> pb.GetInputDimRangesReply:
+        return self._call(self.prepared.GetInputDimRanges,
+                          pb.PreparedModelRef(preparedModelId=model_id))
+
+    def run(self, model_id: int, inputs: Sequence[ht.IOTensor], outputs: Sequence[ht.IOTensor],
+            timeout: float | None = None) -> pb.RunReply:
+        """Run; `timeout` (seconds) becomes the gRPC deadline the driver abandons the run at."""
+        return self._call(self.prepared.Run,
+                          pb.RunRequest(preparedModelId=model_id, inputs=inputs, outputs=outputs),
+                          timeout)
+
+    def release_prepared_model(self, model_id: int) -> pb.ReturnCodeReply:
+        return self._call(self.prepared.ReleasePreparedModel,
+                          pb.PreparedModelRef(preparedModelId=model_id))
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End the session: the driver frees its buffers and prepared models."""
+        self._mark_dead("closed by the client")
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        self._channel.close()
+        if threading.current_thread() is not self._watcher:
+            self._watcher.join(timeout=5)
+
+    def __enter__(self) -> DriverClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,111 @@
+"""The execution plan of a CPU prepared model, made once at prepare time.
+
+Preparing creates every kernel (validation and planning), fixes the order of the steps,
+pre-binds the constants, works out after which step each intermediate can be dropped, and,
+when no input dimension is dynamic, infers every shape once and checks it against the
+declared tensor dims. A run then only walks the steps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nnrt.drivers.cpu.kernel import Kernel, create_kernel
+from nnrt.server.device import CancelCheck
+from nnrt.server.errors import NNRT_FAILED, NNRT_INVALID_SHAPE, NNRT_TIME_OUT, DriverError
+from nnrt.server.graph import DYNAMIC, Graph, Shape
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Step:
+    kernel: Kernel
+    inputs: tuple[int, ...]  # tensor indices
+    outputs: tuple[int, ...]
+    drop_after: tuple[int, ...]  # intermediates whose last reader is this step
+
+
+def _compatible(declared: Shape, inferred: Shape) -> bool:
+    return len(declared) == len(inferred) and all(
+        d == DYNAMIC or i == DYNAMIC or d == i for d, i in zip(declared, inferred)
+    )
+
+
+class ExecutionPlan:
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        kernels = {i: create_kernel(graph.nodes[i]) for i in graph.execution_order}
+        self.input_ids = tuple(t.index for t in graph.inputs)
+        self.output_ids = tuple(t.index for t in graph.outputs)
+        self.constants = {t.index: t.constant for t in graph.tensors if t.is_constant}
+        keep = set(self.output_ids) | set(self.constants)
+        last_reader: dict[int, int] = {}
+        for position, node_index in enumerate(graph.execution_order):
+            for t in graph.nodes[node_index].inputs:
+                last_reader[t.index] = position
+        steps = []
+        for position, node_index in enumerate(graph.execution_order):
+            node = graph.nodes[node_index]
+            drop = tuple(sorted(
+                t for t, p in last_reader.items() if p == position and t not in keep
+            ))
+            steps.append(Step(kernels[node_index], tuple(t.index for t in node.inputs),
+                              tuple(t.index for t in node.outputs), drop))
+        self.steps = tuple(steps)
+        self.dynamic = any(t.is_dynamic for t in graph.inputs)
+        self.shapes: dict[int, Shape] | None = None
+        if not self.dynamic:
+            self.shapes = self.infer({t.index: t.shape for t in graph.inputs})
+
+    def infer(self, input_shapes: dict[int, Shape]) -> dict[int, Shape]:
+        """Shapes of every tensor for these input shapes; DriverError on a mismatch."""
+        shapes = dict(input_shapes)
+        shapes.update({i: c.shape for i, c in self.constants.items()})
+        for step in self.steps:
+            node = step.kernel.node
+            outs = step.kernel.infer_shapes([shapes[i] for i in step.inputs])
+            for spec, shape in zip(node.outputs, outs):
+                shape = tuple(int(d) for d in shape)
+                if not _compatible(spec.shape, shape):
+                    raise DriverError(
+                        NNRT_INVALID_SHAPE,
+                        f"node {node.index} ({node.name}): output {spec.name!r} is declared "
+                        f"{list(spec.shape)} but computes {list(shape)}",
+                    )
+                shapes[spec.index] = shape
+        return shapes
+
+    def output_shapes(self) -> list[Shape] | None:
+        if self.shapes is None:
+            return None
+        shapes = [self.shapes[i] for i in self.output_ids]
+        return None if any(DYNAMIC in s for s in shapes) else shapes
+
+    def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
+        values: dict[int, np.ndarray] = dict(self.constants)
+        values.update(zip(self.input_ids, inputs))
+        if self.dynamic:
+            self.infer({i: a.shape for i, a in zip(self.input_ids, inputs)})
+        for step in self.steps:
+            if cancelled():
+                node = step.kernel.node
+                log.info("run abandoned before node %d (%s): its caller gave up", node.index, node.name)
+                raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
+            try:
+                results = step.kernel.execute([values[i] for i in step.inputs])
+            except DriverError:
+                raise
+            except Exception as exc:  # a kernel bug or a value-dependent failure: one run fails
+                node = step.kernel.node
+                log.exception("node %d (%s) failed", node.index, node.name)
+                raise DriverError(NNRT_FAILED, f"node {node.index} ({node.name}) failed: {exc}")
+            for index, value in zip(step.outputs, results):
+                values[index] = value
+            for index in step.drop_after:
+                values.pop(index, None)
+        return [np.asarray(values[i]) for i in self.output_ids]

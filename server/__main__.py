@@ -1,0 +1,5 @@
+import sys
+
+from nnrt.server.main import main
+
+sys.exit(main())

@@ -1,0 +1,192 @@
+"""Shared-memory regions of a session: memfds mapped once, checked on every use.
+
+A region is either allocated here (AllocateBuffer: a memfd sealed against shrinking, so a
+client can never make the driver's mapping fault) or adopted from a client's fd (the
+session channel's `import`, for OH_NNTensor_CreateWithFd); an adopted fd must be a memfd
+that can be sealed against shrinking, for the same reason. Regions are named on the wire
+by a session-scoped id; every use is bounds-checked against the real size.
+
+Runs borrow regions (`BufferTable.borrow`); ReleaseBuffer removes a region from the table
+at once and unmaps it when the last borrower is done, so a release racing a Run can
+neither fail the Run nor leak the mapping.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import mmap
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+
+from nnrt.server.errors import (
+    NNRT_INVALID_BUFFER,
+    NNRT_INVALID_BUFFER_SIZE,
+    NNRT_INVALID_PARAMETER,
+    NNRT_OUT_OF_MEMORY,
+    DriverError,
+)
+
+log = logging.getLogger(__name__)
+
+# The framework caps tensor allocations at 1 GiB (hdi.md 3.14); so do we, per region.
+MAX_REGION_BYTES = 1 << 30
+
+
+class SharedRegion:
+    """One mapped region and its fd (kept to hand out over the session channel)."""
+
+    def __init__(self, fd: int, size: int, origin: str) -> None:
+        self.fd = fd
+        self.size = size
+        self.origin = origin  # "allocated" or "imported", for logs
+        self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self._borrowers = 0
+        self._released = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def allocate(cls, length: int) -> SharedRegion:
+        if length <= 0:
+            raise DriverError(NNRT_INVALID_PARAMETER, "AllocateBuffer length must be > 0")
+        if length > MAX_REGION_BYTES:
+            raise DriverError(
+                NNRT_OUT_OF_MEMORY, f"AllocateBuffer {length} bytes exceeds {MAX_REGION_BYTES}"
+            )
+        fd = os.memfd_create("nnrt-buffer", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, length)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+            return cls(fd, length, "allocated")
+        except OSError as exc:
+            os.close(fd)
+            raise DriverError(NNRT_OUT_OF_MEMORY, f"cannot create {length}-byte region: {exc}")
+
+    @classmethod
+    def adopt(cls, fd: int) -> SharedRegion:
+        """Take ownership of a client's fd (closed here on any failure)."""
+        try:
+            try:
+                seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+            except OSError:
+                raise DriverError(NNRT_INVALID_BUFFER, "registered fd is not a sealable memfd")
+            if not seals & fcntl.F_SEAL_SHRINK:
+                try:
+                    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+                except OSError:
+                    raise DriverError(
+                        NNRT_INVALID_BUFFER, "registered memfd cannot be sealed against shrinking"
+                    )
+            size = os.fstat(fd).st_size
+            if size <= 0:
+                raise DriverError(NNRT_INVALID_BUFFER_SIZE, "registered memfd is empty")
+            if size > MAX_REGION_BYTES:
+                raise DriverError(NNRT_OUT_OF_MEMORY, f"registered memfd of {size} bytes is too big")
+            return cls(fd, size, "imported")
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def array(self, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
+        """A numpy view of `count` elements at `offset` (bounds already checked)."""
+        return np.frombuffer(self._map, dtype=dtype, count=count, offset=offset)
+
+    def read(self, offset: int, length: int) -> bytes:
+        return self._map[offset : offset + length]
+
+    def _borrow(self) -> None:
+        with self._lock:
+            self._borrowers += 1
+
+    def _give_back(self) -> None:
+        with self._lock:
+            self._borrowers -= 1
+            close_now = self._released and self._borrowers == 0
+        if close_now:
+            self._close()
+
+    def release(self) -> None:
+        """Unmap and close now, or when the last borrower gives it back."""
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+            close_now = self._borrowers == 0
+        if close_now:
+            self._close()
+
+    def _close(self) -> None:
+        try:
+            self._map.close()
+        except BufferError:
+            # A numpy view is still alive somewhere; the mapping goes with the last view.
+            log.warning("region of %d bytes still viewed at release; unmapped later", self.size)
+        os.close(self.fd)
+
+
+class BufferTable:
+    """The regions of one session, by id. Ids start at 1; 0 means "no buffer"."""
+
+    def __init__(self) -> None:
+        self._regions: dict[int, SharedRegion] = {}
+        self._next_id = 1
+        self._lock = threading.Lock()
+
+    def add(self, region: SharedRegion) -> int:
+        with self._lock:
+            buffer_id = self._next_id
+            self._next_id += 1
+            self._regions[buffer_id] = region
+        return buffer_id
+
+    def get(self, buffer_id: int) -> SharedRegion:
+        region = self._regions.get(buffer_id)
+        if region is None:
+            raise DriverError(NNRT_INVALID_BUFFER, f"unknown buffer id {buffer_id} in this session")
+        return region
+
+    def remove(self, buffer_id: int) -> None:
+        with self._lock:
+            region = self._regions.pop(buffer_id, None)
+        if region is None:
+            raise DriverError(NNRT_INVALID_BUFFER, f"unknown buffer id {buffer_id} in this session")
+        region.release()
+
+    def total_bytes(self) -> int:
+        return sum(r.size for r in list(self._regions.values()))
+
+    def __len__(self) -> int:
+        return len(self._regions)
+
+    @contextmanager
+    def borrow(self, buffer_ids: Sequence[int]) -> Iterator[list[SharedRegion]]:
+        """The regions of these ids, kept mapped until the block ends."""
+        with self._lock:
+            regions = []
+            for buffer_id in buffer_ids:
+                region = self._regions.get(buffer_id)
+                if region is None:
+                    raise DriverError(
+                        NNRT_INVALID_BUFFER, f"unknown buffer id {buffer_id} in this session"
+                    )
+                regions.append(region)
+            for region in regions:
+                region._borrow()
+        try:
+            yield regions
+        finally:
+            for region in regions:
+                region._give_back()
+
+    def close(self) -> int:
+        """Release every region (session end); returns how many there were."""
+        with self._lock:
+            regions = list(self._regions.values())
+            self._regions.clear()
+        for region in regions:
+            region.release()
+        return len(regions)

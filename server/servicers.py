@@ -1,0 +1,256 @@
+"""The INnrtDevice and IPreparedModel gRPC servicers: the HDI methods on top of a Device.
+
+Every method answers with a `returnCode`; a DriverError becomes its code plus one log line,
+and any other exception becomes NNRT_FAILED with a traceback in the log: bad input never
+takes the driver down. Methods that touch session resources need the session token.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+
+import grpc
+
+from nnrt.protos import hdi_pb2 as pb
+from nnrt.protos import hdi_pb2_grpc as rpc
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.server import execution
+from nnrt.server.buffers import SharedRegion
+from nnrt.server.device import Device, PreparedModel
+from nnrt.server.errors import (
+    HDF_ERR_NOPERM,
+    NNRT_FAILED,
+    NNRT_INVALID_BUFFER,
+    NNRT_MEMORY_ERROR,
+    NNRT_NOT_SUPPORT,
+    DriverError,
+)
+from nnrt.server.faults import FaultInjection
+from nnrt.server.model_validation import build_graph, validate_config
+from nnrt.server.session_channel import METADATA_KEY
+from nnrt.server.sessions import PreparedEntry, Session, SessionRegistry
+
+log = logging.getLogger(__name__)
+
+HDI_VERSION = (2, 1)
+
+
+def _session_of(registry: SessionRegistry, context: grpc.ServicerContext) -> Session:
+    token = None
+    for key, value in context.invocation_metadata():
+        if key == METADATA_KEY:
+            token = value
+            break
+    session = registry.lookup(token)
+    if session is None:
+        raise DriverError(HDF_ERR_NOPERM, "no valid nnrt-session metadata (open the session channel)")
+    return session
+
+
+def hdi_method(reply: type, *, session: bool = True) -> Callable:
+    """Wrap a servicer method: session lookup, DriverError → returnCode, no exception escapes."""
+
+    def wrap(method: Callable) -> Callable:
+        name = method.__name__
+
+        @functools.wraps(method)
+        def handler(self, request, context):
+            owner = None
+            try:
+                if session:
+                    owner = _session_of(self.sessions, context)
+                    return method(self, request, context, owner)
+                return method(self, request, context)
+            except DriverError as exc:
+                where = f"session {owner.id}" if owner else "no session"
+                log.warning("%s refused (%s): %s", name, where, exc)
+                if isinstance(exc, execution.InsufficientBuffer):
+                    return reply(returnCode=exc.code,
+                                 outputDims=[ht.Int32Array(values=s) for s in exc.shapes])
+                return reply(returnCode=exc.code)
+            except Exception:
+                log.exception("%s failed unexpectedly", name)
+                return reply(returnCode=NNRT_FAILED)
+
+        return handler
+
+    return wrap
+
+
+def _copy_out(session: Session, buffer: ht.SharedBuffer, code: int) -> bytes:
+    """The bytes of a SharedBuffer window of this session; DriverError(code) if it is bad."""
+    try:
+        with session.buffers.borrow([buffer.bufferId]) as (region,):
+            if buffer.offset + buffer.dataSize > buffer.bufferSize or buffer.bufferSize != region.size:
+                raise DriverError(
+                    code, f"window [{buffer.offset}, +{buffer.dataSize}) of a {region.size}-byte "
+                    f"buffer declared as {buffer.bufferSize}",
+                )
+            return region.read(buffer.offset, buffer.dataSize)
+    except DriverError as exc:
+        if exc.code == NNRT_INVALID_BUFFER and code != NNRT_INVALID_BUFFER:
+            raise DriverError(code, exc.message)
+        raise
+
+
+class DeviceServicer(rpc.INnrtDeviceServicer):
+    def __init__(self, device: Device, sessions: SessionRegistry, faults: FaultInjection) -> None:
+        self.device = device
+        self.sessions = sessions
+        self.faults = faults
+
+    @hdi_method(pb.VersionReply, session=False)
+    def GetVersion(self, request, context):
+        return pb.VersionReply(major=HDI_VERSION[0], minor=HDI_VERSION[1])
+
+    @hdi_method(pb.NameReply, session=False)
+    def GetDeviceName(self, request, context):
+        return pb.NameReply(name=self.device.name)
+
+    @hdi_method(pb.NameReply, session=False)
+    def GetVendorName(self, request, context):
+        return pb.NameReply(name=self.device.vendor)
+
+    @hdi_method(pb.DeviceTypeReply, session=False)
+    def GetDeviceType(self, request, context):
+        return pb.DeviceTypeReply(deviceType=self.device.device_type)
+
+    @hdi_method(pb.DeviceStatusReply, session=False)
+    def GetDeviceStatus(self, request, context):
+        return pb.DeviceStatusReply(status=self.device.status())
+
+    @hdi_method(pb.IsSupportedReply, session=False)
+    def IsFloat16PrecisionSupported(self, request, context):
+        return pb.IsSupportedReply(isSupported=self.device.capabilities.float16)
+
+    @hdi_method(pb.IsSupportedReply, session=False)
+    def IsPerformanceModeSupported(self, request, context):
+        return pb.IsSupportedReply(isSupported=self.device.capabilities.performance_mode)
+
+    @hdi_method(pb.IsSupportedReply, session=False)
+    def IsPrioritySupported(self, request, context):
+        return pb.IsSupportedReply(isSupported=self.device.capabilities.priority)
+
+    @hdi_method(pb.IsSupportedReply, session=False)
+    def IsDynamicInputSupported(self, request, context):
+        return pb.IsSupportedReply(isSupported=self.device.capabilities.dynamic_input)
+
+    @hdi_method(pb.IsSupportedReply, session=False)
+    def IsModelCacheSupported(self, request, context):
+        return pb.IsSupportedReply(isSupported=self.device.capabilities.model_cache)
+
+    def _graph(self, session: Session, model):
+        return build_graph(model, lambda b: _copy_out(session, b, NNRT_MEMORY_ERROR))
+
+    @hdi_method(pb.GetSupportedOperationReply)
+    def GetSupportedOperation(self, request, context, session):
+        graph = self._graph(session, request.model)
+        ops = self.device.supported_operations(graph)
+        if len(ops) != len(graph.nodes):
+            raise DriverError(NNRT_FAILED, f"device answered {len(ops)} of {len(graph.nodes)} nodes")
+        return pb.GetSupportedOperationReply(ops=ops)
+
+    def _config(self, config):
+        prepared = validate_config(config)
+        if prepared.enable_float16 and not self.device.capabilities.float16:
+            raise DriverError(NNRT_NOT_SUPPORT, "enableFloat16 on a device without float16")
+        self.device.check_extensions(prepared.extensions)
+        return prepared
+
+    def _admit(self, session: Session, model: PreparedModel, started: float, how: str):
+        mins, maxs = model.input_dim_ranges()
+        entry = PreparedEntry(model, mins, maxs, model.static_output_shapes())
+        model_id = session.add_prepared(entry)
+        log.info("session %d: prepared model %d %s in %.1f ms", session.id, model_id, how,
+                 (time.monotonic() - started) * 1000)
+        return pb.PrepareModelReply(preparedModelId=model_id)
+
+    @hdi_method(pb.PrepareModelReply)
+    def PrepareModel(self, request, context, session):
+        self.faults.on_prepare()
+        started = time.monotonic()
+        graph = self._graph(session, request.model)
+        config = self._config(request.config)
+        return self._admit(session, self.device.prepare(graph, config), started,
+                           f"from {len(graph.nodes)} nodes")
+
+    @hdi_method(pb.PrepareModelReply)
+    def PrepareModelFromModelCache(self, request, context, session):
+        self.faults.on_prepare()
+        started = time.monotonic()
+        if not self.device.capabilities.model_cache:
+            raise DriverError(NNRT_NOT_SUPPORT, "this device has no model cache")
+        config = self._config(request.config)
+        blobs = [_copy_out(session, b, NNRT_INVALID_BUFFER) for b in request.modelCache]
+        return self._admit(session, self.device.prepare_from_cache(blobs, config), started,
+                           "from its cache")
+
+    @hdi_method(pb.PrepareModelReply)
+    def PrepareOfflineModel(self, request, context, session):
+        self.faults.on_prepare()
+        started = time.monotonic()
+        config = self._config(request.config)
+        blobs = [_copy_out(session, b, NNRT_INVALID_BUFFER) for b in request.offlineModels]
+        return self._admit(session, self.device.prepare_offline(blobs, config), started,
+                           "from an offline model")
+
+    @hdi_method(pb.AllocateBufferReply)
+    def AllocateBuffer(self, request, context, session):
+        region = SharedRegion.allocate(request.length)
+        buffer_id = session.buffers.add(region)
+        return pb.AllocateBufferReply(buffer=ht.SharedBuffer(
+            bufferId=buffer_id, bufferSize=region.size, offset=0, dataSize=request.length))
+
+    @hdi_method(pb.ReturnCodeReply)
+    def ReleaseBuffer(self, request, context, session):
+        session.buffers.remove(request.buffer.bufferId)
+        return pb.ReturnCodeReply()
+
+
+class PreparedModelServicer(rpc.IPreparedModelServicer):
+    def __init__(self, sessions: SessionRegistry, faults: FaultInjection) -> None:
+        self.sessions = sessions
+        self.faults = faults
+
+    @hdi_method(pb.VersionReply)
+    def GetVersion(self, request, context, session):
+        session.prepared(request.preparedModelId)
+        return pb.VersionReply(major=HDI_VERSION[0], minor=HDI_VERSION[1])
+
+    @hdi_method(pb.ExportModelCacheReply)
+    def ExportModelCache(self, request, context, session):
+        entry = session.prepared(request.preparedModelId)
+        if not entry.cache:  # serialised once; later calls hand out the same buffers
+            for blob in entry.model.export_cache():
+                region = SharedRegion.allocate(len(blob))
+                region.array(0, "u1", len(blob))[:] = memoryview(blob)
+                entry.cache.append(session.buffers.add(region))
+        return pb.ExportModelCacheReply(modelCache=[
+            ht.SharedBuffer(bufferId=i, bufferSize=session.buffers.get(i).size, offset=0,
+                            dataSize=session.buffers.get(i).size)
+            for i in entry.cache
+        ])
+
+    @hdi_method(pb.GetInputDimRangesReply)
+    def GetInputDimRanges(self, request, context, session):
+        entry = session.prepared(request.preparedModelId)
+        return pb.GetInputDimRangesReply(
+            minInputDims=[ht.UInt32Array(values=d) for d in entry.min_dims],
+            maxInputDims=[ht.UInt32Array(values=d) for d in entry.max_dims],
+        )
+
+    @hdi_method(pb.RunReply)
+    def Run(self, request, context, session):
+        entry = session.prepared(request.preparedModelId)
+        cancelled = lambda: not context.is_active() or session.closed  # noqa: E731
+        self.faults.on_run(cancelled)
+        dims = execution.execute(entry, request.inputs, request.outputs, session.buffers, cancelled)
+        return pb.RunReply(outputDims=[ht.Int32Array(values=d) for d in dims])
+
+    @hdi_method(pb.ReturnCodeReply)
+    def ReleasePreparedModel(self, request, context, session):
+        session.release_prepared(request.preparedModelId)
+        return pb.ReturnCodeReply()

@@ -1,0 +1,77 @@
+"""The session channel: session lifetime and fd passing beside gRPC.
+
+gRPC cannot carry file descriptors, so every driver also listens on `<name>.session`, an
+AF_UNIX SOCK_SEQPACKET socket (message boundaries and SCM_RIGHTS, mode 0660 like the gRPC
+socket). The handshake and messages (JSON objects, one per packet):
+
+1. The client connects. The driver creates a session and sends
+   `{"protocol": 1, "session": "<token>", "sessionId": <n>}`. The client sends the token as
+   gRPC metadata `nnrt-session` on every call; it is a 128-bit secret, so no other client
+   can name this session's buffers or prepared models.
+2. `{"op": "fetch", "seq": s, "bufferId": b}` → `{"seq": s, "returnCode": 0}` with the fd of
+   buffer b of this session attached (SCM_RIGHTS), or a non-zero `returnCode`
+   (NNRT_INVALID_BUFFER) and no fd. This is how a client gets the memfd of AllocateBuffer.
+3. `{"op": "import", "seq": s}` with one fd attached → `{"seq": s, "returnCode": 0,
+   "bufferId": b, "bufferSize": n}`: the driver adopts the client's memfd (sealing it against
+   shrinking) as a buffer of this session (OH_NNTensor_CreateWithFd).
+4. Either side closing the connection ends the session: the driver releases every buffer
+   and prepared model of it; that is also what happens when the client is SIGKILLed,
+   because the kernel closes its socket. For the client, end-of-file means the driver died.
+
+A malformed message gets `{"seq": s, "returnCode": 3}` (NNRT_INVALID_PARAMETER) and one log
+line; fds attached to a message that takes none are closed.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+PROTOCOL_VERSION = 1
+MAX_MESSAGE = 4096
+METADATA_KEY = "nnrt-session"
+
+
+def send_message(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
+    data = json.dumps(message, separators=(",", ":")).encode()
+    if fds:
+        ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
+        sock.sendmsg([data], ancillary)
+    else:
+        sock.send(data)
+
+
+def receive_message(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """(message, fds) of the next packet; (None, []) at end of file.
+
+    Raises ValueError for a packet that is not a JSON object (its fds already closed).
+    """
+    fds = array.array("i")
+    data, ancillary, flags, _ = sock.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(16 * fds.itemsize))
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    if not data and not fds:
+        return None, []
+    try:
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            raise ValueError("truncated packet")
+        message = json.loads(data)
+        if not isinstance(message, dict):
+            raise ValueError("not a JSON object")
+    except ValueError:
+        close_fds(list(fds))
+        raise
+    return message, list(fds)
+
+
+def close_fds(fds: Sequence[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
