@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -82,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     stop.wait()
     host.stop(args.grace)
-    return 0
+    # A run that ignored the grace (a hung device) must not keep the process alive: the
+    # interpreter would join its worker thread at exit. Everything is released by now.
+    logging.shutdown()
+    os._exit(0)
 
 
 if __name__ == "__main__":

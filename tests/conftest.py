@@ -1,0 +1,152 @@
+"""Fixtures that run real driver processes in a private runtime directory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from nnrt.client.hdi import DriverClient
+from nnrt.server.runtime_dir import grpc_socket, session_socket
+
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 15.0
+
+
+@dataclass
+class RunningDriver:
+    proc: subprocess.Popen
+    runtime_dir: Path
+    name: str
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def grpc_path(self) -> Path:
+        return grpc_socket(self.runtime_dir, self.name)
+
+    @property
+    def session_path(self) -> Path:
+        return session_socket(self.runtime_dir, self.name)
+
+    def client(self, timeout: float = 5.0) -> DriverClient:
+        return DriverClient.connect(self.name, self.runtime_dir, timeout=timeout)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            raise
+
+
+def health_status(path: Path, timeout: float = 1.0) -> int | None:
+    """The grpc.health.v1 status of the server on `path`, None if it does not answer."""
+    with grpc.insecure_channel(f"unix:{path}") as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+        except grpc.RpcError:
+            return None
+    return reply.status
+
+
+def start_driver(runtime_dir: Path, kind: str = "cpu", *args: str, name: str | None = None,
+                 timeout: float = START_TIMEOUT) -> RunningDriver:
+    """Start `nnrt-driver` and wait (bounded) until it reports SERVING."""
+    name = name or kind
+    runtime_dir.mkdir(parents=True, exist_ok=True)
+    log_path = runtime_dir.parent / f"{name}-{time.monotonic_ns()}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nnrt.server", kind, "--name", name,
+             "--runtime-dir", str(runtime_dir), *args],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+    driver = RunningDriver(proc, runtime_dir, name, log_path)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"driver exited with {proc.returncode}:\n{driver.log()}")
+        if driver.session_path.exists() and health_status(driver.grpc_path) == \
+                health_pb2.HealthCheckResponse.SERVING:
+            return driver
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(5)
+    raise RuntimeError(f"driver not ready within {timeout} s:\n{driver.log()}")
+
+
+@pytest.fixture
+def runtime_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "rt"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def driver(runtime_dir: Path) -> Iterator[RunningDriver]:
+    """A CPU driver of its own for one test."""
+    running = start_driver(runtime_dir)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_driver(tmp_path_factory) -> Iterator[RunningDriver]:
+    """One CPU driver for a whole test module (tests that do not crash or stop it)."""
+    running = start_driver(tmp_path_factory.mktemp("shared") / "rt")
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def client(shared_driver: RunningDriver) -> Iterator[DriverClient]:
+    """A fresh session with the module's shared driver."""
+    with shared_driver.client() as session:
+        yield session
+
+
+def open_fds(pid: int) -> set[str]:
+    """What a process's fds point at (from /proc)."""
+    fd_dir = Path(f"/proc/{pid}/fd")
+    targets = set()
+    for fd in os.listdir(fd_dir):
+        try:
+            targets.add(f"{fd}->{os.readlink(fd_dir / fd)}")
+        except OSError:
+            pass
+    return targets
+
+
+def memfd_mappings(pid: int) -> list[str]:
+    """The memfd mappings of a process (from /proc/<pid>/maps)."""
+    return [line for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+            if "memfd:" in line]
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
