@@ -45,9 +45,8 @@ class SharedRegion:
         self.size = size
         self.origin = origin  # "allocated" or "imported", for logs
         self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        self._borrowers = 0
+        self._borrowers = 0  # guarded by the owning BufferTable's lock
         self._released = False
-        self._lock = threading.Lock()
 
     @classmethod
     def allocate(cls, length: int) -> SharedRegion:
@@ -98,20 +97,9 @@ class SharedRegion:
     def read(self, offset: int, length: int) -> bytes:
         return self._map[offset : offset + length]
 
-    def _borrow(self) -> None:
-        with self._lock:
-            self._borrowers += 1
-
-    def _give_back(self) -> None:
-        with self._lock:
-            self._borrowers -= 1
-            close_now = self._released and self._borrowers == 0
-        if close_now:
-            self._close()
-
-    def release(self) -> None:
-        """Unmap and close now, or when the last borrower gives it back."""
-        with self._lock:
+    def release(self, lock: threading.Lock) -> None:
+        """Unmap and close now, or when the last borrower gives it back (`lock`: the table's)."""
+        with lock:
             if self._released:
                 return
             self._released = True
@@ -154,7 +142,7 @@ class BufferTable:
             region = self._regions.pop(buffer_id, None)
         if region is None:
             raise DriverError(NNRT_INVALID_BUFFER, f"unknown buffer id {buffer_id} in this session")
-        region.release()
+        region.release(self._lock)
 
     def total_bytes(self) -> int:
         return sum(r.size for r in list(self._regions.values()))
@@ -165,7 +153,7 @@ class BufferTable:
     @contextmanager
     def borrow(self, buffer_ids: Sequence[int]) -> Iterator[list[SharedRegion]]:
         """The regions of these ids, kept mapped until the block ends."""
-        with self._lock:
+        with self._lock:  # also guards every region's borrower count
             regions = []
             for buffer_id in buffer_ids:
                 region = self._regions.get(buffer_id)
@@ -175,12 +163,18 @@ class BufferTable:
                     )
                 regions.append(region)
             for region in regions:
-                region._borrow()
+                region._borrowers += 1
         try:
             yield regions
         finally:
-            for region in regions:
-                region._give_back()
+            closing = []
+            with self._lock:
+                for region in regions:
+                    region._borrowers -= 1
+                    if region._released and region._borrowers == 0:
+                        closing.append(region)
+            for region in set(closing):
+                region._close()
 
     def close(self) -> int:
         """Release every region (session end); returns how many there were."""
@@ -188,5 +182,5 @@ class BufferTable:
             regions = list(self._regions.values())
             self._regions.clear()
         for region in regions:
-            region.release()
+            region.release(self._lock)
         return len(regions)

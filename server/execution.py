@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.buffers import BufferTable
+from nnrt.server.buffers import BufferTable, SharedRegion
 from nnrt.server.device import CancelCheck
 from nnrt.server.errors import (
     NNRT_FAILED,
@@ -63,8 +63,21 @@ def _check_type(kind: str, i: int, spec: TensorSpec, io: ht.IOTensor) -> None:
         raise DriverError(NNRT_INVALID_FORMAT, f"{kind} {i}: format {io.format}, model has {spec.format}")
 
 
-def _check_window(kind: str, i: int, data: ht.SharedBuffer, table: BufferTable) -> None:
-    region = table.get(data.bufferId)
+def _check_dims(entry: PreparedEntry, i: int, spec: TensorSpec, dims: tuple[int, ...]) -> None:
+    if len(dims) != len(spec.shape):
+        raise DriverError(NNRT_INVALID_SHAPE, f"input {i}: rank {len(dims)}, model has {len(spec.shape)}")
+    lows, highs = entry.min_dims[i], entry.max_dims[i]
+    for axis, (d, want, low, high) in enumerate(zip(dims, spec.shape, lows, highs)):
+        if want >= 0 and d != want:
+            raise DriverError(NNRT_INVALID_SHAPE, f"input {i}: dimension {axis} is {d}, model has {want}")
+        if not low <= d <= high:
+            raise DriverError(
+                NNRT_OUT_OF_DIMENTION_RANGES,
+                f"input {i}: dimension {axis} is {d}, outside [{low}, {high}]",
+            )
+
+
+def _check_window(kind: str, i: int, data: ht.SharedBuffer, region: SharedRegion) -> None:
     if data.offset + data.dataSize > data.bufferSize:
         raise DriverError(
             NNRT_INVALID_BUFFER,
@@ -78,8 +91,8 @@ def _check_window(kind: str, i: int, data: ht.SharedBuffer, table: BufferTable) 
 
 
 def check_request(entry: PreparedEntry, inputs: Sequence[ht.IOTensor],
-                  outputs: Sequence[ht.IOTensor], table: BufferTable) -> list[tuple[int, ...]]:
-    """Validate a Run request; returns the input shapes."""
+                  outputs: Sequence[ht.IOTensor]) -> list[tuple[int, ...]]:
+    """Counts, types, formats and shapes of a Run request; returns the input shapes."""
     model = entry.model
     if len(inputs) != len(model.inputs):
         raise DriverError(NNRT_INVALID_INPUT, f"{len(inputs)} inputs, model has {len(model.inputs)}")
@@ -89,32 +102,29 @@ def check_request(entry: PreparedEntry, inputs: Sequence[ht.IOTensor],
         )
     shapes = []
     for i, (spec, io) in enumerate(zip(model.inputs, inputs)):
-        _check_type("input", i, spec, io)
+        if io.dataType != spec.data_type or io.format != spec.format:
+            _check_type("input", i, spec, io)
         dims = tuple(io.dimensions)
-        if len(dims) != len(spec.shape):
-            raise DriverError(NNRT_INVALID_SHAPE, f"input {i}: rank {len(dims)}, model has {len(spec.shape)}")
-        lows, highs = entry.min_dims[i], entry.max_dims[i]
-        for axis, (d, want, low, high) in enumerate(zip(dims, spec.shape, lows, highs)):
-            if want >= 0 and d != want:
-                raise DriverError(
-                    NNRT_INVALID_SHAPE, f"input {i}: dimension {axis} is {d}, model has {want}"
-                )
-            if not low <= d <= high:
-                raise DriverError(
-                    NNRT_OUT_OF_DIMENTION_RANGES,
-                    f"input {i}: dimension {axis} is {d}, outside [{low}, {high}]",
-                )
-        _check_window("input", i, io.data, table)
-        need = math.prod(dims) * spec.dtype.itemsize
+        if spec.is_dynamic or dims != spec.shape:  # a static match needs no range check
+            _check_dims(entry, i, spec, dims)
+        shapes.append(dims)
+    for i, (spec, io) in enumerate(zip(model.outputs, outputs)):
+        _check_type("output", i, spec, io)
+    return shapes
+
+
+def _check_regions(model_inputs: Sequence[TensorSpec], inputs: Sequence[ht.IOTensor],
+                   outputs: Sequence[ht.IOTensor], shapes: Sequence[tuple[int, ...]],
+                   regions: Sequence[SharedRegion]) -> None:
+    for i, (spec, io, shape, region) in enumerate(zip(model_inputs, inputs, shapes, regions)):
+        _check_window("input", i, io.data, region)
+        need = math.prod(shape) * spec.dtype.itemsize
         if io.data.dataSize < need:
             raise DriverError(
                 NNRT_INVALID_PARAMETER, f"input {i}: {io.data.dataSize} bytes for {need} needed"
             )
-        shapes.append(dims)
-    for i, (spec, io) in enumerate(zip(model.outputs, outputs)):
-        _check_type("output", i, spec, io)
-        _check_window("output", i, io.data, table)
-    return shapes
+    for i, (io, region) in enumerate(zip(outputs, regions[len(inputs):])):
+        _check_window("output", i, io.data, region)
 
 
 def _check_fit(model_outputs: Sequence[TensorSpec], outputs: Sequence[ht.IOTensor],
@@ -129,13 +139,14 @@ def _check_fit(model_outputs: Sequence[TensorSpec], outputs: Sequence[ht.IOTenso
 
 def execute(entry: PreparedEntry, inputs: Sequence[ht.IOTensor], outputs: Sequence[ht.IOTensor],
             table: BufferTable, cancelled: CancelCheck) -> list[list[int]]:
-    """Run one validated-on-the-way request; returns outputDims."""
-    shapes = check_request(entry, inputs, outputs, table)
+    """Check and run one request; returns outputDims."""
+    shapes = check_request(entry, inputs, outputs)
     model = entry.model
-    if entry.static_output_shapes is not None:
-        _check_fit(model.outputs, outputs, entry.static_output_shapes)
     ids = [io.data.bufferId for io in inputs] + [io.data.bufferId for io in outputs]
     with table.borrow(ids) as regions:
+        _check_regions(model.inputs, inputs, outputs, shapes, regions)
+        if entry.static_output_shapes is not None:
+            _check_fit(model.outputs, outputs, entry.static_output_shapes)
         views = []
         for spec, io, shape, region in zip(model.inputs, inputs, shapes, regions):
             view = region.array(io.data.offset, spec.dtype, math.prod(shape)).reshape(shape)
@@ -146,7 +157,8 @@ def execute(entry: PreparedEntry, inputs: Sequence[ht.IOTensor], outputs: Sequen
         if len(results) != len(model.outputs):
             raise DriverError(NNRT_FAILED, f"device returned {len(results)} outputs")
         out_shapes = [list(r.shape) for r in results]
-        _check_fit(model.outputs, outputs, out_shapes)
+        if entry.static_output_shapes is None:
+            _check_fit(model.outputs, outputs, out_shapes)
         for spec, io, result, region in zip(model.outputs, outputs, results,
                                             regions[len(inputs):]):
             if result.dtype != spec.dtype:

@@ -1,0 +1,62 @@
+"""The `nnrt` command.
+
+    nnrt demo     drivers up (embedded ones if none is running), an MLP compiled and run
+                  across processes, the result shown and checked against numpy
+
+Exit codes: 0 success, 1 the job failed, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import numpy as np
+
+from nnrt.client.demo import run_demo
+from nnrt.client.embedded import find_or_start
+
+log = logging.getLogger("nnrt")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    directory, embedded = find_or_start()
+    try:
+        result = run_demo(directory, args.driver)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    np.set_printoptions(precision=4, suppress=True)
+    where = (f"{directory} (embedded driver started for this run, now stopped)"
+             if embedded is not None else f"{directory} (running drivers)")
+    print(f"runtime dir:   {where}")
+    print(f"device:        {result.device}, driver '{args.driver}' in its own process")
+    print(f"model:         MLP 16 -> 32 (ReLU) -> 10 (softmax), batch 4")
+    print(f"prepare:       {result.prepare_ms:.1f} ms   run: {result.run_ms:.2f} ms")
+    print("probabilities:")
+    print(result.probabilities)
+    ok = result.max_error < 1e-5
+    print(f"numpy check:   max |error| = {result.max_error:.2e}  {'OK' if ok else 'MISMATCH'}")
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nnrt", description="NNRt drivers and clients.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run the main job end to end")
+    demo.add_argument("--driver", default="cpu", help="driver name (default cpu)")
+    demo.set_defaults(func=cmd_demo)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        stream=sys.stderr, format="nnrt: %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except Exception as exc:  # a clear message and a usable exit code, not a traceback
+        log.error("%s failed: %s", args.command, exc)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
