@@ -96,7 +96,10 @@ class Device(ABC):
 
     @abstractmethod
     def supported_operations(self, graph: Graph) -> list[bool]:
-        """Per node of graph.nodes, whether the device can run it; never fails on a node."""
+        """Per node of graph.nodes, whether the device can run it; never fails on a node.
+
+        Nodes listed in graph.undecodable (attrs None) must be answered False.
+        """
 
     @abstractmethod
     def prepare(self, graph: Graph, config: PrepareConfig) -> PreparedModel:

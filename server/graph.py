@@ -75,3 +75,6 @@ class Graph:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     execution_order: tuple[int, ...] = field(default=())  # node indices, topologically sorted
+    # GetSupportedOperation only: nodes whose type or attributes could not be decoded. They
+    # carry attrs=None and must be answered False (hdi.md 3.5); PrepareModel never has any.
+    undecodable: frozenset[int] = frozenset()

@@ -9,6 +9,7 @@ NodeType, each tensor produced at most once, every node input available, no cycl
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 
@@ -36,6 +37,8 @@ from nnrt.server.errors import (
     DriverError,
 )
 from nnrt.server.graph import DYNAMIC, Graph, NodeSpec, QuantParam, TensorSpec
+
+log = logging.getLogger(__name__)
 
 # Reads the bytes of a constant: (SharedBuffer) -> bytes; raises DriverError(NNRT_MEMORY_ERROR).
 ConstantReader = Callable[[ht.SharedBuffer], bytes]
@@ -109,7 +112,8 @@ def _indices(indices, count: int, code: int, what: str) -> list[int]:
     return out
 
 
-def _node(index: int, node: na.Node, tensors: list[TensorSpec]) -> NodeSpec:
+def _decode_attrs(index: int, node: na.Node):
+    """The node's attribute message; DriverError when type or attributes are unusable."""
     where = f"node {index} ({node.name!r})"
     if node.nodeType == na.NODE_TYPE_NONE:
         raise DriverError(NNRT_INVALID_NODE, f"{where}: NODE_TYPE_NONE")
@@ -124,6 +128,11 @@ def _node(index: int, node: na.Node, tensors: list[TensorSpec]) -> NodeSpec:
         )
     if node.quantType not in _VALID_QUANT_TYPES:
         raise DriverError(NNRT_INVALID_NODE, f"{where}: quantType {node.quantType} is not defined")
+    return getattr(node, carried)
+
+
+def _node(index: int, node: na.Node, tensors: list[TensorSpec], attrs) -> NodeSpec:
+    where = f"node {index} ({node.name!r})"
     for what, indices in (("inputIndex", node.inputIndex), ("outputIndex", node.outputIndex)):
         for i in indices:
             if i >= len(tensors):
@@ -136,7 +145,7 @@ def _node(index: int, node: na.Node, tensors: list[TensorSpec]) -> NodeSpec:
         index=index,
         name=node.name,
         node_type=node.nodeType,
-        attrs=getattr(node, carried),
+        attrs=attrs,
         inputs=tuple(tensors[i] for i in node.inputIndex),
         outputs=tuple(tensors[i] for i in node.outputIndex),
         quant_type=node.quantType,
@@ -188,8 +197,13 @@ def _execution_order(model: mt.Model, nodes: list[NodeSpec], inputs: list[int],
     return tuple(order)
 
 
-def build_graph(model: mt.Model, read_constant: ConstantReader) -> Graph:
-    """Validate a Model and turn it into a Graph (constant data copied out)."""
+def build_graph(model: mt.Model, read_constant: ConstantReader, *,
+                lenient_nodes: bool = False) -> Graph:
+    """Validate a Model and turn it into a Graph (constant data copied out).
+
+    With `lenient_nodes` (GetSupportedOperation), a node whose type or attributes cannot be
+    decoded does not fail the call: it is listed in `Graph.undecodable` instead.
+    """
     if not model.allTensors:
         raise DriverError(NNRT_INVALID_TENSOR, "the model has no tensors")
     if not model.subGraph:
@@ -203,7 +217,17 @@ def build_graph(model: mt.Model, read_constant: ConstantReader) -> Graph:
     for i in inputs:
         if tensors[i].is_constant:
             raise DriverError(NNRT_INVALID_INPUT, f"model input tensor {i} carries constant data")
-    nodes = [_node(i, n, tensors) for i, n in enumerate(model.nodes)]
+    nodes, undecodable = [], set()
+    for i, n in enumerate(model.nodes):
+        try:
+            attrs = _decode_attrs(i, n)
+        except DriverError as exc:
+            if not lenient_nodes:
+                raise
+            log.info("GetSupportedOperation: %s", exc.message)
+            attrs = None
+            undecodable.add(i)
+        nodes.append(_node(i, n, tensors, attrs))
     for s, sub in enumerate(model.subGraph):
         for what, indices, limit in (
             ("inputIndices", sub.inputIndices, count),
@@ -220,4 +244,5 @@ def build_graph(model: mt.Model, read_constant: ConstantReader) -> Graph:
         inputs=tuple(tensors[i] for i in inputs),
         outputs=tuple(tensors[i] for i in outputs),
         execution_order=order,
+        undecodable=frozenset(undecodable),
     )

@@ -142,16 +142,18 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
     def IsModelCacheSupported(self, request, context):
         return pb.IsSupportedReply(isSupported=self.device.capabilities.model_cache)
 
-    def _graph(self, session: Session, model):
-        return build_graph(model, lambda b: _copy_out(session, b, NNRT_MEMORY_ERROR))
+    def _graph(self, session: Session, model, lenient_nodes: bool = False):
+        return build_graph(model, lambda b: _copy_out(session, b, NNRT_MEMORY_ERROR),
+                           lenient_nodes=lenient_nodes)
 
     @hdi_method(pb.GetSupportedOperationReply)
     def GetSupportedOperation(self, request, context, session):
-        graph = self._graph(session, request.model)
+        graph = self._graph(session, request.model, lenient_nodes=True)
         ops = self.device.supported_operations(graph)
         if len(ops) != len(graph.nodes):
             raise DriverError(NNRT_FAILED, f"device answered {len(ops)} of {len(graph.nodes)} nodes")
-        return pb.GetSupportedOperationReply(ops=ops)
+        return pb.GetSupportedOperationReply(
+            ops=[ok and i not in graph.undecodable for i, ok in enumerate(ops)])
 
     def _config(self, config):
         prepared = validate_config(config)

@@ -40,6 +40,9 @@ class CpuDevice(Device):
     def supported_operations(self, graph: Graph) -> list[bool]:
         answers = []
         for node in graph.nodes:
+            if node.index in graph.undecodable:
+                answers.append(False)
+                continue
             try:
                 create_kernel(node)
                 answers.append(True)

@@ -57,6 +57,9 @@ class ExecutionPlan:
             steps.append(Step(kernels[node_index], tuple(t.index for t in node.inputs),
                               tuple(t.index for t in node.outputs), drop))
         self.steps = tuple(steps)
+        self._slots: list[np.ndarray | None] = [None] * len(graph.tensors)
+        for index, constant in self.constants.items():
+            self._slots[index] = constant
         self.dynamic = any(t.is_dynamic for t in graph.inputs)
         self.shapes: dict[int, Shape] | None = None
         if not self.dynamic:
@@ -87,8 +90,9 @@ class ExecutionPlan:
         return None if any(DYNAMIC in s for s in shapes) else shapes
 
     def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
-        values: dict[int, np.ndarray] = dict(self.constants)
-        values.update(zip(self.input_ids, inputs))
+        values = self._slots.copy()  # tensor index -> array; constants pre-bound
+        for index, array in zip(self.input_ids, inputs):
+            values[index] = array
         if self.dynamic:
             self.infer({i: a.shape for i, a in zip(self.input_ids, inputs)})
         for step in self.steps:
@@ -107,5 +111,5 @@ class ExecutionPlan:
             for index, value in zip(step.outputs, results):
                 values[index] = value
             for index in step.drop_after:
-                values.pop(index, None)
-        return [np.asarray(values[i]) for i in self.output_ids]
+                values[index] = None
+        return [values[i] for i in self.output_ids]

@@ -1,0 +1,288 @@
+"""Helpers shared by the CPU operator modules: dtype checks, axes, index-like constant
+inputs, DYNAMIC-aware shape arithmetic and the 2-D window geometry of convolution and
+pooling (padding modes, output sizes, strided window views).
+
+The leading underscore keeps this module out of the `op_*` auto-import.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nnrt.drivers.cpu.kernel import Kernel, invalid, unsupported
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.server.errors import (
+    NNRT_INVALID_FORMAT,
+    NNRT_INVALID_NODE,
+    NNRT_INVALID_SHAPE,
+    DriverError,
+)
+from nnrt.server.graph import DYNAMIC, NodeSpec, Shape, TensorSpec
+
+FLOAT_DTYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+INT_DTYPES = frozenset(
+    np.dtype(t)
+    for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
+)
+NUMERIC_DTYPES = FLOAT_DTYPES | INT_DTYPES
+INDEX_DTYPES = frozenset((np.dtype(np.int32), np.dtype(np.int64)))
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def bad_shape(node: NodeSpec, why: str) -> DriverError:
+    """Shapes that cannot go together (at prepare time or with a run's real shapes)."""
+    return DriverError(NNRT_INVALID_SHAPE, f"node {node.index} ({node.name}): {why}")
+
+
+def bad_format(node: NodeSpec, why: str) -> DriverError:
+    return DriverError(NNRT_INVALID_FORMAT, f"node {node.index} ({node.name}): {why}")
+
+
+# ----------------------------------------------------------------------------- dtypes
+
+
+def require_unquantised(node: NodeSpec) -> None:
+    """Computing kernels here are float/integer arithmetic; QUANT_TYPE_ALL is not computed."""
+    if node.quant_type != ht.QUANT_TYPE_NONE:
+        raise unsupported(node, "quantised (QUANT_TYPE_ALL) computation is not implemented")
+
+
+def common_dtype(node: NodeSpec, tensors: Iterable[TensorSpec], allowed: frozenset[np.dtype],
+                 what: str = "operands") -> np.dtype:
+    """The one dtype shared by `tensors` and the node's first output.
+
+    Mixed input dtypes are unsupported (the "more precise type" promotion of hdi_ops.json is
+    not implemented); an output declared with another dtype than the inputs is invalid.
+    """
+    tensors = list(tensors)
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) != 1:
+        raise unsupported(node, f"{what} of mixed dtypes {sorted(str(d) for d in dtypes)}")
+    (dtype,) = dtypes
+    if dtype not in allowed:
+        raise unsupported(node, f"dtype {dtype} is not supported for {what}")
+    require_output_dtype(node, dtype)
+    return dtype
+
+
+def require_output_dtype(node: NodeSpec, dtype: np.dtype) -> None:
+    """The node's (first) output must have `dtype`, the dtype it computes in."""
+    out = node.outputs[0].dtype
+    if out != dtype:
+        raise invalid(node, f"output dtype {out} differs from the computed dtype {dtype}")
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """float16 is computed in float32 (numpy's float16 linear algebra is slow and
+    accumulates badly); every other dtype is computed as itself."""
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
+def cast(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """array as dtype (no copy when it already is); values beyond a narrower float type
+    become ±inf, as IEEE rounding says, without numpy's overflow warning."""
+    with np.errstate(over="ignore"):
+        return array.astype(dtype, copy=False)
+
+
+# ----------------------------------------------------------------------------- axes, index inputs
+
+
+def normalize_axis(node: NodeSpec, axis: int, rank: int, what: str = "axis") -> int:
+    if not -rank <= axis < rank:
+        raise invalid(node, f"{what} {axis} is outside [{-rank}, {rank}) for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+def index_values(node: NodeSpec, values: np.ndarray, what: str) -> tuple[int, ...]:
+    """The entries of a 1-D INT32/INT64 index-like tensor (a scalar counts as one entry)."""
+    if values.dtype not in INDEX_DTYPES:
+        raise invalid(node, f"{what} must be INT32 or INT64, is {values.dtype}")
+    if values.ndim > 1:
+        raise invalid(node, f"{what} must be 1-D, has shape {list(values.shape)}")
+    return tuple(int(v) for v in values.reshape(-1))
+
+
+def constant_index_input(node: NodeSpec, position: int, what: str) -> tuple[int, ...] | None:
+    """Values of index-like input `position` when it is constant, None when it is a run-time
+    tensor (whose dtype and rank are checked here all the same)."""
+    spec = node.inputs[position]
+    if spec.dtype not in INDEX_DTYPES:
+        raise invalid(node, f"{what} must be INT32 or INT64, is {spec.dtype}")
+    if len(spec.shape) > 1:
+        raise invalid(node, f"{what} must be 1-D, has shape {list(spec.shape)}")
+    return index_values(node, spec.constant, what) if spec.is_constant else None
+
+
+# ----------------------------------------------------------------------------- shapes
+
+
+def broadcast_shapes(node: NodeSpec, *shapes: Shape) -> Shape:
+    """numpy broadcasting of shapes that may hold DYNAMIC dimensions."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(rank):
+        dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+        known = {d for d in dims if d != DYNAMIC and d != 1}
+        if len(known) > 1:
+            raise bad_shape(node, f"shapes {[list(s) for s in shapes]} do not broadcast")
+        if known:
+            out.append(known.pop())  # a DYNAMIC partner must then be 1 or this size
+        elif DYNAMIC in dims:
+            out.append(DYNAMIC)
+        else:
+            out.append(1)
+    return tuple(out)
+
+
+def check_declared_shapes(kernel: Kernel) -> list[Shape]:
+    """infer_shapes on the node's declared input shapes, at prepare time: shapes that cannot
+    go together make the node invalid (at run time the same check is NNRT_INVALID_SHAPE)."""
+    try:
+        return kernel.infer_shapes([t.shape for t in kernel.node.inputs])
+    except DriverError as e:
+        if e.code == NNRT_INVALID_SHAPE:
+            raise DriverError(NNRT_INVALID_NODE, e.message) from e
+        raise
+
+
+def product(dims: Iterable[int]) -> int:
+    """Product of dimensions; DYNAMIC when any of them is DYNAMIC."""
+    dims = list(dims)
+    return DYNAMIC if DYNAMIC in dims else math.prod(dims)
+
+
+def same_dim(node: NodeSpec, a: int, b: int, what: str) -> int:
+    """Two dimensions that must agree; the known one when one of them is DYNAMIC."""
+    if a != DYNAMIC and b != DYNAMIC and a != b:
+        raise bad_shape(node, f"{what}: {a} != {b}")
+    return b if a == DYNAMIC else a
+
+
+# ----------------------------------------------------------------------------- 2-D windows
+
+
+def pair_attr(node: NodeSpec, values: Sequence[int], name: str,
+              default: tuple[int, int] | None) -> tuple[int, int]:
+    """A [height, width] attribute (kernelSize, stride(s), dilation), each >= 1; an empty
+    list takes `default` (invalid when there is none)."""
+    values = list(values)
+    if not values and default is not None:
+        return default
+    if len(values) != 2:
+        raise invalid(node, f"{name} must have 2 values [h, w], has {values}")
+    if min(values) < 1:
+        raise invalid(node, f"{name} values must be >= 1, are {values}")
+    return int(values[0]), int(values[1])
+
+
+def explicit_pads(node: NodeSpec, values: Sequence[int], pad_mode: int,
+                  name: str) -> tuple[int, int, int, int]:
+    """[top, bottom, left, right], validated against the pad mode (hdi.md 6.15)."""
+    if pad_mode not in (ht.PAD_MODE_PAD, ht.PAD_MODE_SAME, ht.PAD_MODE_VALID):
+        raise invalid(node, f"padMode {pad_mode} is not PAD (0), SAME (1) or VALID (2)")
+    values = [int(v) for v in values]
+    if not values:
+        return 0, 0, 0, 0
+    if len(values) != 4:
+        raise invalid(node, f"{name} must have 4 values [top, bottom, left, right], has {values}")
+    if min(values) < 0:
+        raise invalid(node, f"{name} values must be >= 0, are {values}")
+    if pad_mode != ht.PAD_MODE_PAD and any(values):
+        raise invalid(node, f"{name} {values} must be 0 with padMode {pad_mode} (SAME/VALID)")
+    return values[0], values[1], values[2], values[3]
+
+
+@dataclass(frozen=True)
+class Axis1D:
+    """Window geometry along one spatial axis once its input size is known."""
+
+    out: int
+    pad_before: int
+    pad_after: int  # padding the windows really read after the input: less than the explicit
+    #                 pad when the last windows stop short of it, more in CEIL mode
+
+
+def window_axis(node: NodeSpec, size: int, kernel: int, stride: int, dilation: int,
+                pad_mode: int, pads: tuple[int, int], ceil: bool = False) -> Axis1D:
+    """Output size and padding of one axis.
+
+    SAME: out = ceil(size / stride), the total padding split with the extra cell after
+    (bottom/right), as TensorFlow does. PAD/VALID: out = round((size + pads - k_eff) /
+    stride) + 1 with floor or ceil; in ceil mode a window that would start past the input
+    and its leading padding is dropped (Caffe/PyTorch/ONNX), so every window overlaps the
+    input.
+    """
+    k_eff = (kernel - 1) * dilation + 1
+    if pad_mode == ht.PAD_MODE_SAME:
+        out = -(-size // stride)
+        total = max((out - 1) * stride + k_eff - size, 0)
+        return Axis1D(out, total // 2, total - total // 2)
+    before, after = pads if pad_mode == ht.PAD_MODE_PAD else (0, 0)
+    span = size + before + after - k_eff
+    if span < 0:
+        raise bad_shape(node, f"window of {k_eff} does not fit input {size} padded by "
+                              f"{before}+{after}")
+    out = (-(-span // stride) if ceil else span // stride) + 1
+    if ceil and (out - 1) * stride >= size + before:
+        out -= 1
+    return Axis1D(out, before, max((out - 1) * stride + k_eff - size - before, 0))
+
+
+def pad_nhwc(x: np.ndarray, h: Axis1D, w: Axis1D, value: float | int) -> np.ndarray:
+    """x [N, H, W, C] padded on H and W with `value` (x itself when nothing to pad).
+
+    Only the padding the windows read is materialised (Axis1D.pad_after); input rows past
+    the last window are copied but never read.
+    """
+    if not (h.pad_before or h.pad_after or w.pad_before or w.pad_after):
+        return x
+    n, height, width, c = x.shape
+    out = np.full((n, h.pad_before + height + h.pad_after, w.pad_before + width + w.pad_after, c),
+                  value, dtype=x.dtype)
+    out[:, h.pad_before:h.pad_before + height, w.pad_before:w.pad_before + width, :] = x
+    return out
+
+
+def windows_nhwc(xp: np.ndarray, h: Axis1D, w: Axis1D, kernel: tuple[int, int],
+                 stride: tuple[int, int], dilation: tuple[int, int] = (1, 1)) -> np.ndarray:
+    """Read-only strided view [N, OH, OW, KH, KW, C] of the windows of padded xp [N, H, W, C]."""
+    sn, sh, sw, sc = xp.strides
+    return np.lib.stride_tricks.as_strided(
+        xp,
+        shape=(xp.shape[0], h.out, w.out, kernel[0], kernel[1], xp.shape[3]),
+        strides=(sn, sh * stride[0], sw * stride[1], sh * dilation[0], sw * dilation[1], sc),
+        writeable=False,
+    )
+
+
+def spatial_layout(node: NodeSpec, attr_format: int | None = None) -> bool:
+    """True when the node computes on NCHW, False for NHWC (semantics.md "Layout").
+
+    The input tensor's tag decides (NHWC unless it says NCHW). An operator that carries a
+    `format` attribute (pooling) must agree with an explicitly tagged input; with an
+    untagged (FORMAT_NONE) input the attribute decides.
+    """
+    tag = node.inputs[0].format
+    if attr_format is None:
+        return tag == ht.FORMAT_NCHW
+    if attr_format not in (ht.FORMAT_NCHW, ht.FORMAT_NHWC):
+        raise invalid(node, f"format attribute {attr_format} is not NCHW (0) or NHWC (1)")
+    if tag != ht.FORMAT_NONE and tag != attr_format:
+        raise bad_format(node, f"format attribute {attr_format} contradicts the input tensor's "
+                               f"format {tag}")
+    return attr_format == ht.FORMAT_NCHW
+
+
+def to_nhwc(shape: Shape, nchw: bool) -> Shape:
+    return (shape[0], shape[2], shape[3], shape[1]) if nchw else tuple(shape)
+
+
+def from_nhwc(shape: Shape, nchw: bool) -> Shape:
+    return (shape[0], shape[3], shape[1], shape[2]) if nchw else tuple(shape)

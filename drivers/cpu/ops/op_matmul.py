@@ -1,0 +1,80 @@
+"""MatMulFusion: y = activation(op(x1) @ op(x2)) with numpy `matmul` rules (semantics.md):
+op() swaps the last two dimensions when transposeA / transposeB is set (a no-op on a 1-D
+operand), batch dimensions broadcast, a 1-D operand is promoted and its unit dimension
+removed from the result.
+
+Both operands and the output share one dtype, float or integer (integers accumulate in their
+own type and wrap, as numpy does); float16 is multiplied in float32 and rounded once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from nnrt.drivers.cpu.activations import apply_activation, fused_activation
+from nnrt.drivers.cpu.kernel import Kernel, register
+from nnrt.drivers.cpu.ops._common import (
+    NUMERIC_DTYPES,
+    bad_shape,
+    broadcast_shapes,
+    cast,
+    check_declared_shapes,
+    common_dtype,
+    compute_dtype,
+    require_unquantised,
+    same_dim,
+)
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.graph import NodeSpec, Shape
+
+
+def _swap_last(shape: Shape) -> Shape:
+    return shape[:-2] + (shape[-1], shape[-2]) if len(shape) >= 2 else shape
+
+
+@register(na.NODE_TYPE_MATMUL_FUSION)
+class MatMulFusion(Kernel):
+    def __init__(self, node: NodeSpec) -> None:
+        super().__init__(node)
+        self.expect_counts(2)
+        require_unquantised(node)
+        self.dtype = common_dtype(node, node.inputs, NUMERIC_DTYPES, "inputs")
+        self.work = compute_dtype(self.dtype)
+        self.activation = fused_activation(node, self.dtype)
+        self.transpose_a = bool(node.attrs.transposeA)
+        self.transpose_b = bool(node.attrs.transposeB)
+        check_declared_shapes(self)
+        # A constant operand is transposed (and up-cast) once, here.
+        self.constants = [None if not t.is_constant else self._operand(t.constant, i)
+                          for i, t in enumerate(node.inputs)]
+
+    def _operand(self, array: np.ndarray, position: int) -> np.ndarray:
+        transpose = self.transpose_a if position == 0 else self.transpose_b
+        if transpose and array.ndim >= 2:
+            array = np.swapaxes(array, -1, -2)
+        return array.astype(self.work, copy=False)
+
+    def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
+        a, b = (tuple(s) for s in input_shapes)
+        if not a or not b:
+            raise bad_shape(self.node, "matmul operands must have rank >= 1")
+        if self.transpose_a:
+            a = _swap_last(a)
+        if self.transpose_b:
+            b = _swap_last(b)
+        a2 = (1,) + a if len(a) == 1 else a
+        b2 = b + (1,) if len(b) == 1 else b
+        same_dim(self.node, a2[-1], b2[-2], f"inner dimensions of {list(a)} @ {list(b)}")
+        batch = broadcast_shapes(self.node, a2[:-2], b2[:-2])
+        out = batch + (a2[-2],) * (len(a) > 1) + (b2[-1],) * (len(b) > 1)
+        return [out]
+
+    def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        a, b = (c if c is not None else self._operand(x, i)
+                for i, (c, x) in enumerate(zip(self.constants, inputs)))
+        with np.errstate(all="ignore"):
+            result = np.asarray(np.matmul(a, b))
+        result = apply_activation(result, self.activation, inplace=result.ndim > 0)
+        return [cast(result, self.dtype)]
