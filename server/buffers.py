@@ -27,6 +27,7 @@ from nnrt.server.errors import (
     NNRT_INVALID_BUFFER,
     NNRT_INVALID_BUFFER_SIZE,
     NNRT_INVALID_PARAMETER,
+    NNRT_OPERATION_FORBIDDEN,
     NNRT_OUT_OF_MEMORY,
     DriverError,
 )
@@ -45,6 +46,7 @@ class SharedRegion:
         self.size = size
         self.origin = origin  # "allocated" or "imported", for logs
         self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self._readonly = memoryview(self._map).toreadonly()  # inputs are viewed through it
         self._borrowers = 0  # guarded by the owning BufferTable's lock
         self._released = False
 
@@ -85,14 +87,21 @@ class SharedRegion:
                 raise DriverError(NNRT_INVALID_BUFFER_SIZE, "registered memfd is empty")
             if size > MAX_REGION_BYTES:
                 raise DriverError(NNRT_OUT_OF_MEMORY, f"registered memfd of {size} bytes is too big")
-            return cls(fd, size, "imported")
+            try:
+                return cls(fd, size, "imported")
+            except OSError as exc:  # e.g. a write-sealed or read-only memfd
+                raise DriverError(NNRT_INVALID_BUFFER, f"registered memfd cannot be mapped: {exc}")
         except BaseException:
             os.close(fd)
             raise
 
     def array(self, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
-        """A numpy view of `count` elements at `offset` (bounds already checked)."""
+        """A writable numpy view of `count` elements at `offset` (bounds already checked)."""
         return np.frombuffer(self._map, dtype=dtype, count=count, offset=offset)
+
+    def readonly_array(self, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
+        """A read-only numpy view (what kernels get as inputs: they must not write there)."""
+        return np.frombuffer(self._readonly, dtype=dtype, count=count, offset=offset)
 
     def read(self, offset: int, length: int) -> bytes:
         return self._map[offset : offset + length]
@@ -109,6 +118,7 @@ class SharedRegion:
 
     def _close(self) -> None:
         try:
+            self._readonly.release()
             self._map.close()
         except BufferError:
             # A numpy view is still alive somewhere; the mapping goes with the last view.
@@ -123,12 +133,19 @@ class BufferTable:
         self._regions: dict[int, SharedRegion] = {}
         self._next_id = 1
         self._lock = threading.Lock()
+        self._closed = False
 
     def add(self, region: SharedRegion) -> int:
+        """Register a region; released at once if the session ended meanwhile."""
         with self._lock:
-            buffer_id = self._next_id
-            self._next_id += 1
-            self._regions[buffer_id] = region
+            closed = self._closed
+            if not closed:
+                buffer_id = self._next_id
+                self._next_id += 1
+                self._regions[buffer_id] = region
+        if closed:
+            region.release(self._lock)
+            raise DriverError(NNRT_OPERATION_FORBIDDEN, "the session has ended")
         return buffer_id
 
     def get(self, buffer_id: int) -> SharedRegion:
@@ -179,6 +196,7 @@ class BufferTable:
     def close(self) -> int:
         """Release every region (session end); returns how many there were."""
         with self._lock:
+            self._closed = True
             regions = list(self._regions.values())
             self._regions.clear()
         for region in regions:

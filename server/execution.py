@@ -147,11 +147,8 @@ def execute(entry: PreparedEntry, inputs: Sequence[ht.IOTensor], outputs: Sequen
         _check_regions(model.inputs, inputs, outputs, shapes, regions)
         if entry.static_output_shapes is not None:
             _check_fit(model.outputs, outputs, entry.static_output_shapes)
-        views = []
-        for spec, io, shape, region in zip(model.inputs, inputs, shapes, regions):
-            view = region.array(io.data.offset, spec.dtype, math.prod(shape)).reshape(shape)
-            view.flags.writeable = False
-            views.append(view)
+        views = [region.readonly_array(io.data.offset, spec.dtype, math.prod(shape)).reshape(shape)
+                 for spec, io, shape, region in zip(model.inputs, inputs, shapes, regions)]
         results = model.run(views, cancelled)
         del views
         if len(results) != len(model.outputs):

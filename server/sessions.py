@@ -23,6 +23,7 @@ from nnrt.server import session_channel as channel
 from nnrt.server.buffers import BufferTable, SharedRegion
 from nnrt.server.device import PreparedModel
 from nnrt.server.errors import (
+    NNRT_FAILED,
     NNRT_INVALID_MODEL,
     NNRT_INVALID_PARAMETER,
     NNRT_SUCCESS,
@@ -260,3 +261,6 @@ class SessionChannelServer:
         except DriverError as exc:
             log.warning("session %d: %s refused: %s", session.id, op, exc)
             return {"seq": seq, "returnCode": exc.code}, []
+        except Exception:  # this thread serves every session: it must survive any request
+            log.exception("session %d: %s failed unexpectedly", session.id, op)
+            return {"seq": seq, "returnCode": NNRT_FAILED}, []

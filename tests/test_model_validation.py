@@ -12,6 +12,7 @@ import math
 import grpc
 import numpy as np
 import pytest
+from google.protobuf import empty_pb2
 
 from nnrt.client.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_pb2 as pb
@@ -43,7 +44,7 @@ X, WT, Y = 0, 1, 2  # tensor indices of add_builder()
 TIMEOUT = 10.0
 
 
-# ----------------------------------------------------------------------------- fixtures
+# ---------------------------------------------------------------- fixtures
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def raw_stubs(shared_driver):
     channel.close()
 
 
-# ----------------------------------------------------------------------------- helpers
+# ---------------------------------------------------------------- helpers
 
 
 def add_builder() -> HdiModelBuilder:
@@ -103,7 +104,11 @@ def reply_of(client, mutate=None, builder=None, config=None, method="prepare"):
 
 
 def prepare_code(client, mutate=None, builder=None, config=None) -> int:
-    return reply_of(client, mutate, builder, config).returnCode
+    """The PrepareModel code; a model prepared after all is released again."""
+    reply = reply_of(client, mutate, builder, config)
+    if reply.returnCode == NNRT_SUCCESS:
+        assert client.release_prepared_model(reply.preparedModelId).returnCode == NNRT_SUCCESS
+    return reply.returnCode
 
 
 def supported_reply(client, mutate=None, builder=None):
@@ -154,7 +159,7 @@ def unregistered_node_type() -> int:
     return min(candidates)
 
 
-# ----------------------------------------------------------------------------- mutations
+# ---------------------------------------------------------------- mutations
 
 
 def _set(path_fn, **fields):
@@ -281,14 +286,13 @@ STRUCTURAL = [
 ]
 STRUCTURAL_PARAMS = [pytest.param(m, b, c, id=i) for i, m, b, c in STRUCTURAL]
 
-# GetSupportedOperation answers per node for what a device can or cannot run; the checks
-# whose subject is a node's operator identity are left out of the parity test below (see
-# test_get_supported_operation_codes_match_prepare_model).
+# The checks of a node's type and attributes: PrepareModel refuses them with the code above,
+# but GetSupportedOperation answers such a node `false` instead (hdi.md 3.5).
 NODE_IDENTITY = {"NODE_TYPE_NONE", "nodeType-4", "nodeType-998", "attribute-of-another-op",
                  "attribute-missing", "quantType-7"}
 
 
-# ----------------------------------------------------------------------------- PrepareModel
+# ---------------------------------------------------------------- PrepareModel
 
 
 def test_the_unmodified_model_prepares_and_runs(client, shared_driver):
@@ -338,6 +342,7 @@ def test_constants_are_copied_before_prepare_model_returns(client, shared_driver
     assert client.release_buffer(memory.descriptor()).returnCode == NNRT_SUCCESS
     assert reply.returnCode == NNRT_SUCCESS
     run_add(client, reply.preparedModelId, seed=7)  # checks x + W, not x + 1e6
+    assert client.release_prepared_model(reply.preparedModelId).returnCode == NNRT_SUCCESS
 
 
 def test_declared_output_dims_inconsistent_with_the_computed_shape(client, shared_driver):
@@ -352,6 +357,7 @@ def test_dynamic_declared_output_dims_are_accepted(client, shared_driver):
     reply = reply_of(client, _set(_tensor(Y), dims=[-1, 3]))
     assert reply.returnCode == NNRT_SUCCESS
     run_add(client, reply.preparedModelId)
+    assert client.release_prepared_model(reply.preparedModelId).returnCode == NNRT_SUCCESS
 
 
 @pytest.mark.parametrize("config, code", [
@@ -383,7 +389,7 @@ def test_an_operator_without_a_cpu_kernel_is_refused_with_unsupported_op(client,
     assert_serves(client, shared_driver)
 
 
-# ----------------------------------------------------------------------------- GetSupportedOperation
+# ---------------------------------------------------------------- GetSupportedOperation
 
 
 def test_get_supported_operation_answers_per_node(client, shared_driver):
@@ -427,8 +433,8 @@ def test_quant_dtype_cast_accepts_the_v2_attribute_layout(client, shared_driver,
     if layout == "v2-attribute":
         b.nodes[0].quant_dtype_cast_v2.CopyFrom(
             na.QuantDTypeCastV2(srcT=ht.DATA_TYPE_INT8, dstT=ht.DATA_TYPE_FLOAT32, axis=0))
-    assert b.nodes[0].WhichOneof("nodeAttr") == layout.replace("v1-attribute", "quant_dtype_cast") \
-        .replace("v2-attribute", "quant_dtype_cast_v2")
+    assert b.nodes[0].WhichOneof("nodeAttr") == {"v1-attribute": "quant_dtype_cast",
+                                                  "v2-attribute": "quant_dtype_cast_v2"}[layout]
     reply = supported_reply(client, builder=b)
     assert reply.returnCode == NNRT_SUCCESS  # validation passed; the kernel may answer false
     assert len(reply.ops) == 1
@@ -440,7 +446,8 @@ def test_quant_dtype_cast_v2_node_type_does_not_accept_the_v1_attribute(client, 
     b = _quant_cast_builder(na.NODE_TYPE_QUANT_DTYPE_CAST_V2,
                             na.QuantDTypeCastV2(srcT=ht.DATA_TYPE_INT8, dstT=ht.DATA_TYPE_FLOAT32))
     b.nodes[0].quant_dtype_cast.SetInParent()
-    assert supported_reply(client, builder=b).returnCode == NNRT_INVALID_NODE
+    reply = supported_reply(client, builder=b)
+    assert (reply.returnCode, list(reply.ops)) == (NNRT_SUCCESS, [False])
     assert prepare_code(client, builder=b) == NNRT_INVALID_NODE
     assert_serves(client, shared_driver)
 
@@ -456,7 +463,31 @@ def test_get_supported_operation_codes_match_prepare_model(client, shared_driver
     assert_serves(client, shared_driver)
 
 
-# ----------------------------------------------------------------------------- sessions
+@pytest.mark.parametrize("mutate, builder, code", [
+    p for p in STRUCTURAL_PARAMS if p.id in NODE_IDENTITY
+])
+def test_get_supported_operation_answers_false_for_an_undecodable_node(client, shared_driver,
+                                                                      mutate, builder, code):
+    """hdi.md 3.5: a node whose type or attributes cannot be decoded is answered false, and
+    the nodes around it are still answered."""
+    assert builder is None
+    with add_builder().packed(client) as model:
+        extra = _extra_tensor(model)
+        model.nodes.add().CopyFrom(model.nodes[0])  # node 1: y2 = x + W, a good node
+        model.nodes[1].outputIndex[0] = extra
+        model.outputIndex.append(extra)
+        model.subGraph[0].nodeIndices.append(1)
+        good = client.get_supported_operation(model)
+        mutate(model)  # the case's defect, on node 0
+        reply = client.get_supported_operation(model)
+        prepared = client.prepare_model(model)
+    assert (good.returnCode, list(good.ops)) == (NNRT_SUCCESS, [True, True])
+    assert (reply.returnCode, list(reply.ops)) == (NNRT_SUCCESS, [False, True])
+    assert prepared.returnCode == code
+    assert_serves(client, shared_driver)
+
+
+# ---------------------------------------------------------------- sessions
 
 
 def _inputs_only_model():
@@ -470,9 +501,8 @@ def _inputs_only_model():
     return b.model()
 
 
-def _session_calls(device, prepared, model_id):
+def _session_calls(device, prepared, model_id, buffer):
     ref = pb.PreparedModelRef(preparedModelId=model_id)
-    buffer = ht.SharedBuffer(bufferId=1, bufferSize=64, offset=0, dataSize=64)
     return {
         "PrepareModel": (device.PrepareModel, pb.PrepareModelRequest(model=_inputs_only_model())),
         "GetSupportedOperation": (device.GetSupportedOperation,
@@ -501,20 +531,26 @@ SESSION_METHODS = ["PrepareModel", "GetSupportedOperation", "AllocateBuffer", "R
                          ids=["no-metadata", "empty", "zeros", "bogus"])
 @pytest.mark.parametrize("method", SESSION_METHODS)
 def test_session_methods_need_a_session(client, shared_driver, raw_stubs, method, token):
-    model_id = add_builder().prepare(client)  # exists, but in another (real) session
-    call, request = _session_calls(*raw_stubs, model_id)[method]
+    # A model and a buffer that exist, in a real session: a call without that session's
+    # token must neither use nor release them.
+    model_id = add_builder().prepare(client)
+    code, held = client.allocate_buffer(64)
+    assert code == NNRT_SUCCESS
+    call, request = _session_calls(*raw_stubs, model_id, held.descriptor())[method]
     metadata = None if token is None else (("nnrt-session", token),)
     reply = call(request, metadata=metadata, timeout=TIMEOUT)
     assert reply.returnCode == HDF_ERR_NOPERM
-    # Nothing happened to the real session's model.
     run_add(client, model_id)
+    assert client.release_prepared_model(model_id).returnCode == NNRT_SUCCESS
+    held.close()
+    assert client.release_buffer(held.descriptor()).returnCode == NNRT_SUCCESS
 
 
 def test_the_session_token_is_what_grants_access(client, raw_stubs):
     """The same raw stubs with the client's token do reach its session (so the refusals
     above are about the token, not about the raw channel)."""
-    device, prepared = raw_stubs
-    metadata = client._metadata
+    device, _ = raw_stubs
+    metadata = client._metadata  # the (nnrt-session, token) pair of the session handshake
     reply = device.AllocateBuffer(pb.AllocateBufferRequest(length=64), metadata=metadata,
                                   timeout=TIMEOUT)
     assert reply.returnCode == NNRT_SUCCESS
@@ -544,8 +580,6 @@ def test_the_token_of_an_ended_session_is_refused(shared_driver, raw_stubs):
 
 def test_device_queries_work_without_a_session(raw_stubs):
     device, _ = raw_stubs
-    from google.protobuf import empty_pb2
-
     empty = empty_pb2.Empty()
     version = device.GetVersion(empty, timeout=TIMEOUT)
     assert (version.returnCode, version.major, version.minor) == (NNRT_SUCCESS, 2, 1)

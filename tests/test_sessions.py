@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -177,3 +178,19 @@ def test_sigterm_with_a_hung_run_still_exits_within_the_grace(runtime_dir):
     assert time.monotonic() - started < 5
     worker.join(10)
     client.close()
+
+
+def test_a_buffer_allocated_as_its_session_ends_is_not_leaked():
+    # The race between AllocateBuffer and session end, made deterministic in-process.
+    from nnrt.server.buffers import BufferTable, SharedRegion
+    from nnrt.server.errors import NNRT_OPERATION_FORBIDDEN, DriverError
+
+    table = BufferTable()
+    table.close()
+    region = SharedRegion.allocate(64)
+    fd = region.fd
+    with pytest.raises(DriverError) as refused:
+        table.add(region)
+    assert refused.value.code == NNRT_OPERATION_FORBIDDEN
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed with the region
