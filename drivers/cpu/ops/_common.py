@@ -286,3 +286,28 @@ def to_nhwc(shape: Shape, nchw: bool) -> Shape:
 
 def from_nhwc(shape: Shape, nchw: bool) -> Shape:
     return (shape[0], shape[3], shape[1], shape[2]) if nchw else tuple(shape)
+
+
+# ----------------------------------------------------------------------------- data movement
+
+
+def moved_dtype(node: NodeSpec, position: int = 0) -> np.dtype:
+    """Data-movement operators: every output carries input `position`'s dtype (invalid
+    otherwise) and its quantisation parameters (unsupported otherwise: requantising is not
+    implemented). Returns that dtype; any HDI dtype is accepted."""
+    source = node.inputs[position]
+    for out in node.outputs:
+        if out.dtype != source.dtype:
+            raise invalid(node, f"output dtype {out.dtype} differs from the input's "
+                                f"{source.dtype}")
+        if out.quant_params != source.quant_params:
+            raise unsupported(node, "output quantised differently from the input")
+    return source.dtype
+
+
+def run_failure(node: NodeSpec, why: str) -> DriverError:
+    """A run-time input VALUE the operator cannot take (an index out of range, …): that run
+    fails with NNRT_FAILED; the same value in a constant input makes the node invalid."""
+    from nnrt.server.errors import NNRT_FAILED
+
+    return DriverError(NNRT_FAILED, f"node {node.index} ({node.name}): {why}")
