@@ -1,0 +1,213 @@
+"""Conv2dTransposeFusion: 2-D transposed convolution (deconvolution), ordinary or grouped,
+with optional bias and fused activation, computed on NHWC (semantics.md "Layout").
+
+Every input pixel x[n, r, c, :] scatters x · w[o, i, j, :] into output cell
+(r*strideH + i*dilationH - padTop, c*strideW + j*dilationW - padLeft) of channel o.
+
+* Input x [N, H, W, C] (an input tagged FORMAT_NCHW is [N, C, H, W], its output NCHW too);
+  weight [outC, kH, kW, C/group] (hdi_ops.json, TFLite's OHWI: outC are the *output*
+  channels); bias [outC]. 2 or 3 inputs. Grouped: output channels [g*outC/group, ...) come
+  from input channels [g*C/group, ...). Float dtypes; float16 computed in float32.
+* stride and dilation default to [1, 1]; kernelSize, when given, must match the weight;
+  group 0 (proto3's unset) means 1; inChannel / outChannel, when non-zero, must match
+  (inChannel may be C or C/group: the C API lowering sends the weight's last dimension).
+* Output size per spatial axis, with k' = (k - 1) * dilation + 1 and full = (in - 1) *
+  stride + k' (every cell a kernel tap reaches):
+  - PAD: out = full - padBefore - padAfter + outputPadding; the output starts at padBefore.
+  - SAME: out = in * stride + outputPadding (TensorFlow); the total padding max(full - in *
+    stride, 0) is split as for the forward convolution, the odd cell after (bottom/right),
+    and the output starts after the leading half.
+  - VALID: out = full + outputPadding, nothing cropped.
+  outputPaddings [h, w] (empty = [0, 0]) add cells after the last one reached by PAD/SAME
+  cropping (zeros before bias and activation); each must be >= 0 and smaller than the
+  stride or the dilation on its axis (PyTorch's rule, capi_ops.json), otherwise invalid.
+  An output size below 1 is an invalid shape.
+
+Computation: one GEMM per group gives every input pixel's contribution to every kernel tap,
+[N, H, W, kH, kW, outC]; a loop over the kH*kW taps adds each tap's plane into a strided view
+of the output canvas (col2im), then the canvas is cropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nnrt.drivers.cpu.activations import apply_activation, fused_activation
+from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
+from nnrt.drivers.cpu.ops._common import (
+    FLOAT_DTYPES,
+    bad_shape,
+    cast,
+    check_declared_shapes,
+    common_dtype,
+    compute_dtype,
+    explicit_pads,
+    from_nhwc,
+    pair_attr,
+    require_unquantised,
+    spatial_layout,
+    to_nhwc,
+)
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Span:
+    """One spatial axis: the output size, where it starts on the canvas of every cell a
+    tap reaches, and the canvas size (at least start + out)."""
+
+    out: int
+    start: int
+    canvas: int
+
+
+@register(na.NODE_TYPE_CONV2D_TRANSPOSE_FUSION)
+class Conv2dTransposeFusion(Kernel):
+    def __init__(self, node: NodeSpec) -> None:
+        super().__init__(node)
+        self.expect_counts(range(2, 4))
+        require_unquantised(node)
+        self.dtype = common_dtype(node, node.inputs, FLOAT_DTYPES, "inputs")
+        self.work = compute_dtype(self.dtype)
+        self.activation = fused_activation(node, self.dtype)
+        attrs = node.attrs
+        x, weight = node.inputs[0], node.inputs[1]
+        if len(x.shape) != 4:
+            raise invalid(node, f"input must be 4-D, has shape {list(x.shape)}")
+        if len(weight.shape) != 4:
+            raise invalid(node, f"weight must be 4-D [outC, kH, kW, C/group], has shape "
+                                f"{list(weight.shape)}")
+        if DYNAMIC in weight.shape:
+            raise unsupported(node, "a weight of dynamic shape")
+        self.nchw = spatial_layout(node)
+        self.out_c, kh, kw, self.group_c = weight.shape
+        self.kernel = (kh, kw)
+        if min(self.kernel) < 1:
+            raise invalid(node, f"weight shape {list(weight.shape)} has an empty kernel")
+        if list(attrs.kernelSize) and tuple(attrs.kernelSize) != self.kernel:
+            raise invalid(node, f"kernelSize {list(attrs.kernelSize)} does not match the "
+                                f"weight's {list(self.kernel)}")
+        self.stride = pair_attr(node, attrs.stride, "stride", (1, 1))
+        self.dilation = pair_attr(node, attrs.dilation, "dilation", (1, 1))
+        self.pad_mode = int(attrs.padMode)
+        pads = explicit_pads(node, attrs.padList, self.pad_mode, "padList")
+        self.pads = (pads[:2], pads[2:])
+        self.out_pad = self._output_paddings(list(attrs.outputPaddings))
+        self.group = int(attrs.group) or 1
+        if self.group < 1:
+            raise invalid(node, f"group {attrs.group} must be >= 1")
+        self.in_c = self.group * self.group_c
+        declared_c = to_nhwc(x.shape, self.nchw)[3]
+        if declared_c not in (DYNAMIC, self.in_c):
+            raise invalid(node, f"input has {declared_c} channels; weight and group {self.group} "
+                                f"need {self.in_c}")
+        if self.group_c < 1 or self.out_c < 1 or self.out_c % self.group:
+            raise invalid(node, f"outChannel {self.out_c} is not a positive multiple of group "
+                                f"{self.group}")
+        if attrs.inChannel and attrs.inChannel not in (self.in_c, self.group_c):
+            raise invalid(node, f"inChannel {attrs.inChannel} does not match the input's "
+                                f"{self.in_c} channels")
+        if attrs.outChannel and attrs.outChannel != self.out_c:
+            raise invalid(node, f"outChannel {attrs.outChannel} does not match the weight's "
+                                f"{self.out_c}")
+        self.has_bias = len(node.inputs) == 3
+        if self.has_bias and node.inputs[2].shape != (self.out_c,):
+            raise invalid(node, f"bias shape {list(node.inputs[2].shape)} is not [{self.out_c}]")
+        check_declared_shapes(self)
+        self.weight = self._layout(weight.constant) if weight.is_constant else None
+        self.bias = None
+        if self.has_bias and node.inputs[2].is_constant:
+            self.bias = node.inputs[2].constant.astype(self.work, copy=False)
+        log.debug("Conv2dTransposeFusion node %d: kernel %s stride %s dilation %s group %d",
+                  node.index, self.kernel, self.stride, self.dilation, self.group)
+
+    def _output_paddings(self, values: list[int]) -> tuple[int, int]:
+        if not values:
+            return 0, 0
+        if len(values) != 2:
+            raise invalid(self.node, f"outputPaddings must have 2 values [h, w], has {values}")
+        for v, s, d in zip(values, self.stride, self.dilation):
+            if not 0 <= v < max(s, d):
+                raise invalid(self.node, f"outputPaddings {values} must be >= 0 and smaller "
+                                         f"than the stride or the dilation")
+        return int(values[0]), int(values[1])
+
+    def _layout(self, w: np.ndarray) -> np.ndarray:
+        """[group, C/group, kH*kW*outC/group]: column (i, j, o) of group g is tap (i, j) of
+        output channel g*outC/group + o."""
+        kh, kw = self.kernel
+        og = self.out_c // self.group
+        w = w.astype(self.work, copy=False).reshape(self.group, og, kh, kw, self.group_c)
+        return np.ascontiguousarray(w.transpose(0, 4, 2, 3, 1).reshape(self.group,
+                                                                      self.group_c, -1))
+
+    def _span(self, axis: int, size: int) -> Span:
+        k_eff = (self.kernel[axis] - 1) * self.dilation[axis] + 1
+        stride = self.stride[axis]
+        full = (size - 1) * stride + k_eff
+        extra = self.out_pad[axis]
+        if self.pad_mode == ht.PAD_MODE_SAME:
+            base = size * stride
+            start = max(full - base, 0) // 2
+        elif self.pad_mode == ht.PAD_MODE_VALID:
+            base, start = full, 0
+        else:
+            before, after = self.pads[axis]
+            base, start = full - before - after, before
+        out = base + extra
+        if out < 1:
+            raise bad_shape(self.node, f"output size {out} along {'HW'[axis]} for input {size}")
+        return Span(out, start, max(full, start + out))
+
+    def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
+        x = tuple(input_shapes[0])
+        if len(x) != 4:
+            raise bad_shape(self.node, f"input must be 4-D, has shape {list(x)}")
+        if tuple(input_shapes[1]) != (self.out_c, *self.kernel, self.group_c):
+            raise bad_shape(self.node, f"weight shape {list(input_shapes[1])} changed")
+        n, h, w, c = to_nhwc(x, self.nchw)
+        if c not in (DYNAMIC, self.in_c):
+            raise bad_shape(self.node, f"input has {c} channels, the weight needs {self.in_c}")
+        oh = DYNAMIC if h == DYNAMIC else self._span(0, h).out
+        ow = DYNAMIC if w == DYNAMIC else self._span(1, w).out
+        return [from_nhwc((n, oh, ow, self.out_c), self.nchw)]
+
+    def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        x = inputs[0]
+        self.infer_shapes([x.shape, inputs[1].shape])
+        weight = self.weight if self.weight is not None else self._layout(inputs[1])
+        if self.nchw:
+            x = x.transpose(0, 2, 3, 1)
+        x = x.astype(self.work, copy=False)
+        n, h, w, _ = x.shape
+        span_h, span_w = self._span(0, h), self._span(1, w)
+        (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.stride, self.dilation
+        og = self.out_c // self.group
+        # Every pixel's contribution to every tap: [N, H, W, kH, kW, outC].
+        pixels = x.reshape(n * h * w, self.group, self.group_c).transpose(1, 0, 2)
+        taps = np.matmul(pixels, weight)  # [group, N*H*W, kH*kW*og]
+        taps = taps.reshape(self.group, n, h, w, kh, kw, og).transpose(1, 2, 3, 4, 5, 0, 6)
+        taps = taps.reshape(n, h, w, kh, kw, self.out_c)
+        canvas = np.zeros((n, span_h.canvas, span_w.canvas, self.out_c), dtype=self.work)
+        for i in range(kh):  # loop over kernel taps; every pixel at once inside
+            rows = slice(i * dh, i * dh + (h - 1) * sh + 1, sh)
+            for j in range(kw):
+                cols = slice(j * dw, j * dw + (w - 1) * sw + 1, sw)
+                canvas[:, rows, cols, :] += taps[:, :, :, i, j, :]
+        out = canvas[:, span_h.start:span_h.start + span_h.out,
+                     span_w.start:span_w.start + span_w.out, :]
+        if self.has_bias:
+            bias = self.bias if self.bias is not None else inputs[2].astype(self.work, copy=False)
+            out += bias
+        out = apply_activation(out, self.activation, inplace=True)
+        if self.nchw:
+            out = out.transpose(0, 3, 1, 2)
+        return [cast(out, self.dtype)]

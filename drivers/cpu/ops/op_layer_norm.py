@@ -1,0 +1,94 @@
+"""LayerNormFusion: y = (x - mean) / sqrt(var + epsilon) * gamma + beta, mean and (biased)
+variance over the dimensions [beginNormAxis:] (semantics.md).
+
+* beginNormAxis and beginParamsAxis lie in [-rank, rank), negative counting from the end;
+  their proto3 default 0 is used as sent (the C API client sends 1 by default). gamma and
+  beta have the shape x.shape[beginParamsAxis:] and broadcast against x.
+* Inputs: x, gamma, beta (3), or x alone (1: no affine step). elementwiseAffine true needs
+  gamma and beta. proto3 cannot tell an unset elementwiseAffine from false, and the C API
+  always sends true, so gamma and beta, when given, are applied whatever the flag says.
+* epsilon is used as sent; negative or non-finite is invalid.
+* Float dtypes, one for every input and the output; float16 is computed in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from nnrt.drivers.cpu.kernel import Kernel, invalid, register
+from nnrt.drivers.cpu.ops._common import (
+    FLOAT_DTYPES,
+    bad_shape,
+    cast,
+    check_declared_shapes,
+    common_dtype,
+    compute_dtype,
+    normalize_axis,
+    require_unquantised,
+    same_dim,
+)
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.graph import NodeSpec, Shape
+
+
+@register(na.NODE_TYPE_LAYER_NORM_FUSION)
+class LayerNormFusion(Kernel):
+    def __init__(self, node: NodeSpec) -> None:
+        super().__init__(node)
+        if len(node.inputs) not in (1, 3):
+            raise invalid(node, f"expects 1 or 3 inputs (x[, gamma, beta]), has "
+                                f"{len(node.inputs)}")
+        self.expect_counts(len(node.inputs), 1)  # the output count
+        require_unquantised(node)
+        self.dtype = common_dtype(node, node.inputs, FLOAT_DTYPES, "inputs")
+        self.work = compute_dtype(self.dtype)
+        attrs = node.attrs
+        self.affine = len(node.inputs) == 3
+        if attrs.elementwiseAffine and not self.affine:
+            raise invalid(node, "elementwiseAffine needs the gamma and beta inputs")
+        self.epsilon = float(attrs.epsilon)
+        if not math.isfinite(self.epsilon) or self.epsilon < 0:
+            raise invalid(node, f"epsilon {self.epsilon} must be finite and >= 0")
+        self.rank = len(node.inputs[0].shape)
+        if self.rank == 0:
+            raise invalid(node, "LayerNorm needs an input of rank >= 1")
+        self.norm_axes = tuple(range(normalize_axis(node, int(attrs.beginNormAxis), self.rank,
+                                                    "beginNormAxis"), self.rank))
+        self.params_axis = normalize_axis(node, int(attrs.beginParamsAxis), self.rank,
+                                          "beginParamsAxis")
+        if self.affine:
+            for name, spec in (("gamma", node.inputs[1]), ("beta", node.inputs[2])):
+                if len(spec.shape) != self.rank - self.params_axis:
+                    raise invalid(node, f"{name} shape {list(spec.shape)} must be x.shape"
+                                        f"[{self.params_axis}:]")
+        check_declared_shapes(self)
+
+    def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
+        x = tuple(input_shapes[0])
+        if len(x) != self.rank:
+            raise bad_shape(self.node, f"input rank {len(x)}, the model has {self.rank}")
+        if self.affine:
+            want = x[self.params_axis:]
+            for name, shape in (("gamma", input_shapes[1]), ("beta", input_shapes[2])):
+                if len(shape) != len(want):
+                    raise bad_shape(self.node, f"{name} shape {list(shape)} is not x.shape"
+                                               f"[{self.params_axis}:] = {list(want)}")
+                for a, b in zip(want, shape):
+                    same_dim(self.node, a, b, f"{name} shape vs x.shape[{self.params_axis}:]")
+        return [x]
+
+    def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        self.infer_shapes([a.shape for a in inputs])
+        x = inputs[0].astype(self.work, copy=False)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = x.mean(axis=self.norm_axes, keepdims=True)
+            y = np.subtract(x, mean)  # fresh; x untouched
+            var = np.mean(np.square(y), axis=self.norm_axes, keepdims=True)
+            y /= np.sqrt(var + self.work.type(self.epsilon))
+        if self.affine:
+            y *= inputs[1].astype(self.work, copy=False)
+            y += inputs[2].astype(self.work, copy=False)
+        return [cast(y, self.dtype)]
