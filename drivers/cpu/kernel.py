@@ -81,5 +81,8 @@ def create_kernel(node: NodeSpec) -> Kernel:
     if cls is None:
         raise unsupported(node, f"NodeType {node.node_type} has no CPU kernel")
     if node.quant_type == QUANT_TYPE_ALL:
-        raise unsupported(node, "quantized (QUANT_TYPE_ALL) execution is not implemented yet")
+        from nnrt.drivers.cpu.quantized import SELF_QUANTIZING, QuantizedKernel
+
+        if node.node_type not in SELF_QUANTIZING:
+            return QuantizedKernel(node, cls)
     return cls(node)

@@ -180,9 +180,6 @@ def test_bad_parameters_and_counts() -> None:
                    [x], out_dtype=np.float16)
     expect_refused(NNRT_UNSUPPORTED_OP, na.NODE_TYPE_ACTIVATION, _attrs(A.ACTIVATION_TYPE_RELU),
                    [np.zeros(3, np.bool_)])
-    expect_refused(NNRT_UNSUPPORTED_OP, na.NODE_TYPE_ACTIVATION, _attrs(A.ACTIVATION_TYPE_RELU),
-                   [np.zeros(3, np.int8)], quant_type=ht.QUANT_TYPE_ALL,
-                   out_quant=[QuantParam(8, 0, 0.1)])
 
 
 def test_identity_returns_input_view_and_never_writes() -> None:

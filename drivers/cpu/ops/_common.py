@@ -311,3 +311,23 @@ def run_failure(node: NodeSpec, why: str) -> DriverError:
     from nnrt.server.errors import NNRT_FAILED
 
     return DriverError(NNRT_FAILED, f"node {node.index} ({node.name}): {why}")
+
+
+def float_attr_as(node: NodeSpec, value: float, dtype: np.dtype, what: str) -> np.generic:
+    """A float attribute (Pad's constantValue, ConstantOfShape's value) as one element of
+    `dtype`, converted as a C cast would: truncated toward zero for integer dtypes (invalid
+    when not finite or outside the dtype's range), nonzero → True for bool, IEEE rounding
+    (±inf beyond the range) for floats."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.bool_(value != 0)
+    if dtype.kind in "iu":
+        if not math.isfinite(value):
+            raise invalid(node, f"{what} {value} has no {dtype} value")
+        truncated = int(value)
+        info = np.iinfo(dtype)
+        if not info.min <= truncated <= info.max:
+            raise invalid(node, f"{what} {value} is outside the range of {dtype}")
+        return dtype.type(truncated)
+    with np.errstate(over="ignore"):
+        return dtype.type(value)

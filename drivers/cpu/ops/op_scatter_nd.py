@@ -1,0 +1,126 @@
+"""ScatterNd (indices, updates, shape): a new tensor of `shape`, zero everywhere except where
+the rows of `indices` ([..., k], k <= len(shape)) address it: out[indices[j]] += updates[j]
+(TensorFlow's scatter_nd). updates has the shape indices.shape[:-1] + shape[k:]; the output
+has its dtype (any dtype; bool accumulates as logical or).
+
+Decisions where the spec is silent:
+
+* Duplicate rows ACCUMULATE (TensorFlow's documented behaviour; ONNX leaves the order of
+  duplicates undefined and MindSpore Lite's result depends on its thread split), so the
+  result never depends on an order.
+* indices are INT32 or INT64 of rank >= 1 (a single row [k] is allowed, as TensorFlow
+  allows it); an entry may be negative, counting from the end of its dimension (as Gather
+  and GatherNd here). An entry outside [-size, size) makes the node invalid when indices and
+  shape are constant, and fails the run (NNRT_FAILED) otherwise.
+* `shape` is a 1-D INT32/INT64 tensor of sizes >= 0 (it need not share the indices' dtype);
+  a run-time one gives DYNAMIC output dimensions until the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
+from nnrt.drivers.cpu.ops._common import (
+    INDEX_DTYPES,
+    bad_shape,
+    check_declared_shapes,
+    constant_index_input,
+    index_values,
+    run_failure,
+)
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.errors import DriverError
+from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
+
+
+def _check_shape(shape: Sequence[int], error: Callable[[str], DriverError]) -> None:
+    if any(d < 0 for d in shape):
+        raise error(f"shape {list(shape)} holds a negative size")
+
+
+@register(na.NODE_TYPE_SCATTER_ND)
+class ScatterNd(Kernel):
+    def __init__(self, node: NodeSpec) -> None:
+        super().__init__(node)
+        self.expect_counts(3)
+        indices, updates = node.inputs[0], node.inputs[1]
+        if indices.dtype not in INDEX_DTYPES:
+            raise unsupported(node, f"indices of dtype {indices.dtype} (INT32 or INT64 are "
+                                    f"supported)")
+        if node.outputs[0].dtype != updates.dtype:
+            raise invalid(node, f"output dtype {node.outputs[0].dtype} differs from the "
+                                f"updates' {updates.dtype}")
+        if updates.quant_params or node.outputs[0].quant_params:
+            raise unsupported(node, "quantised updates (zero would be the zero point)")
+        if not indices.shape:
+            raise invalid(node, "indices must have rank >= 1")
+        self.depth = indices.shape[-1]
+        if self.depth == DYNAMIC:
+            raise unsupported(node, "indices whose last dimension is DYNAMIC")
+        self.shape = constant_index_input(node, 2, "shape")
+        if self.shape is None:
+            declared = node.inputs[2].shape
+            self.rank = declared[0] if declared else 1
+            if self.rank == DYNAMIC:
+                raise unsupported(node, "a run-time shape of unknown length")
+        else:
+            self.rank = len(self.shape)
+            _check_shape(self.shape, lambda why: invalid(node, why))
+        if self.depth > self.rank:
+            raise invalid(node, f"indices address {self.depth} dimensions of a rank-{self.rank} "
+                                f"output")
+        if indices.is_constant and self.shape is not None:
+            self._rows(indices.constant, self.shape, True)
+        check_declared_shapes(self)
+
+    def _rows(self, indices: np.ndarray, shape: Shape, prepare: bool) -> tuple[np.ndarray, ...]:
+        """One flat normalised index array per addressed dimension."""
+        rows = indices.reshape(-1, self.depth).astype(np.int64, copy=False)
+        out = []
+        for d in range(self.depth):
+            column, size = rows[:, d], shape[d]
+            if column.size and (column.min() < -size or column.max() >= size):
+                why = (f"indices [{column.min()}, {column.max()}] for dimension {d} fall outside "
+                       f"[{-size}, {size})")
+                raise invalid(self.node, why) if prepare else run_failure(self.node, why)
+            out.append(np.where(column < 0, column + size, column))
+        return tuple(out)
+
+    def _output_shape(self, indices: Shape, updates: Shape, shape: Shape) -> Shape:
+        expected = tuple(indices[:-1]) + tuple(shape[self.depth:])
+        if len(updates) != len(expected) or any(
+                DYNAMIC not in (u, e) and u != e for u, e in zip(updates, expected)):
+            raise bad_shape(self.node, f"updates of shape {list(updates)}, expected "
+                                       f"{list(expected)} (indices.shape[:-1] + "
+                                       f"shape[{self.depth}:])")
+        return tuple(shape)
+
+    def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
+        indices, updates = tuple(input_shapes[0]), tuple(input_shapes[1])
+        if not indices or indices[-1] not in (self.depth, DYNAMIC):
+            raise bad_shape(self.node, f"indices of shape {list(indices)}, the model has "
+                                       f"[..., {self.depth}]")
+        shape = self.shape if self.shape is not None else (DYNAMIC,) * self.rank
+        return [self._output_shape(indices, updates, shape)]
+
+    def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        indices, updates = inputs[0], inputs[1]
+        shape = self.shape
+        if shape is None:
+            shape = index_values(self.node, inputs[2], "shape")
+            if len(shape) != self.rank:
+                raise bad_shape(self.node, f"shape has {len(shape)} entries, expected "
+                                           f"{self.rank}")
+            _check_shape(shape, lambda why: bad_shape(self.node, why))
+        shape = tuple(shape)
+        self._output_shape(indices.shape, updates.shape, shape)
+        out = np.zeros(shape, dtype=updates.dtype)
+        flat = updates.reshape((int(np.prod(indices.shape[:-1])),) + shape[self.depth:])
+        if self.depth == 0:  # every row addresses the whole output
+            np.add.at(out[np.newaxis], np.zeros(len(flat), dtype=np.intp), flat)
+        else:
+            np.add.at(out, self._rows(indices, shape, False), flat)
+        return [out]
