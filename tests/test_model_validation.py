@@ -146,17 +146,10 @@ def assert_serves(client, shared_driver=None) -> None:
     assert client.release_prepared_model(model_id).returnCode == NNRT_SUCCESS
 
 
-def unregistered_node_type() -> int:
-    """A defined NodeType the CPU driver has no kernel for (looked up now: kernels are added
-    over time)."""
-    from nnrt.drivers.cpu import ops  # noqa: F401  (registers the kernels)
-    from nnrt.drivers.cpu.kernel import KERNELS
-
-    candidates = [v.number for v in na.NodeType.DESCRIPTOR.values
-                  if v.number != na.NODE_TYPE_NONE and v.number not in KERNELS]
-    if not candidates:
-        pytest.skip("every NodeType has a CPU kernel")
-    return min(candidates)
+def add_unsupported_node(b: HdiModelBuilder, x: int, y: int) -> int:
+    """A well-formed float32 node the CPU driver does not compute: Softmax over two axes at
+    once (its kernel reports that unsupported)."""
+    return b.node(na.NODE_TYPE_SOFTMAX, [x], [y], na.Softmax(axis=[0, 1]))
 
 
 # ---------------------------------------------------------------- mutations
@@ -372,18 +365,45 @@ def test_model_config_ranges(client, shared_driver, config, code):
     assert_serves(client, shared_driver)
 
 
-def test_enable_float16_on_a_device_without_float16(client, shared_driver):
-    assert client.is_float16_precision_supported().isSupported is False
-    assert prepare_code(client, config=ht.ModelConfig(enableFloat16=True)) == NNRT_NOT_SUPPORT
-    assert_serves(client, shared_driver)
+def test_enable_float16_on_a_device_without_float16():
+    # The host refuses what the device says it cannot do. The CPU driver has float16, so a
+    # device class without it is served in-process here, through the real servicer.
+    from dataclasses import replace as dc_replace
+
+    from nnrt.drivers.cpu.device import CpuDevice
+    from nnrt.server.faults import FaultInjection
+    from nnrt.server.servicers import DeviceServicer
+    from nnrt.server.sessions import SessionRegistry
+
+    class NoFloat16(CpuDevice):
+        capabilities = dc_replace(CpuDevice.capabilities, float16=False)
+
+    sessions = SessionRegistry()
+    session = sessions.open(None)
+
+    class Context:
+        def invocation_metadata(self):
+            return (("nnrt-session", session.token),)
+
+    servicer = DeviceServicer(NoFloat16(), sessions, FaultInjection())
+    b = HdiModelBuilder("add-inputs")  # no constants: nothing to pack in shared memory
+    x, w = b.input("x", np.float32, SHAPE), b.input("w", np.float32, SHAPE)
+    y = b.tensor("y", np.float32, SHAPE)
+    b.node(na.NODE_TYPE_ADD_FUSION, [x, w], [y])
+    b.mark_outputs(y)
+    model = b.model()
+    for enable, code in ((True, NNRT_NOT_SUPPORT), (False, NNRT_SUCCESS)):
+        reply = servicer.PrepareModel(pb.PrepareModelRequest(
+            model=model, config=ht.ModelConfig(enableFloat16=enable)), Context())
+        assert reply.returnCode == code
+    sessions.close(session)
 
 
-def test_an_operator_without_a_cpu_kernel_is_refused_with_unsupported_op(client, shared_driver):
-    node_type = unregistered_node_type()
+def test_a_node_the_cpu_driver_cannot_compute_is_refused_with_unsupported_op(client, shared_driver):
     b = HdiModelBuilder("unsupported")
     x = b.input("x", np.float32, SHAPE)
     y = b.tensor("y", np.float32, SHAPE)
-    b.node(node_type, [x], [y])
+    add_unsupported_node(b, x, y)
     b.mark_outputs(y)
     assert prepare_code(client, builder=b) == NNRT_UNSUPPORTED_OP
     assert_serves(client, shared_driver)
@@ -393,13 +413,12 @@ def test_an_operator_without_a_cpu_kernel_is_refused_with_unsupported_op(client,
 
 
 def test_get_supported_operation_answers_per_node(client, shared_driver):
-    node_type = unregistered_node_type()
     b = HdiModelBuilder("mixed")
     x = b.input("x", np.float32, SHAPE)
     w = b.constant("w", W)
     t1, t2, t3 = (b.tensor(f"t{i}", np.float32, SHAPE) for i in (1, 2, 3))
     b.node(na.NODE_TYPE_ADD_FUSION, [x, w], [t1])
-    b.node(node_type, [t1], [t2])
+    add_unsupported_node(b, t1, t2)
     b.node(na.NODE_TYPE_ADD_FUSION, [t2, w], [t3], quant_type=ht.QUANT_TYPE_ALL)
     b.mark_outputs(t3)
     reply = supported_reply(client, builder=b)

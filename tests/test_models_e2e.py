@@ -144,3 +144,44 @@ def test_a_model_with_two_outputs_and_transpose_concat(client):
     expected = np.array([[a_val[j, i] for j in range(2)] + list(c_val[i]) for i in range(3)])
     np.testing.assert_allclose(cat_out, expected)
     np.testing.assert_allclose(act_out, 1 / (1 + np.exp(-expected.astype(np.float64))), rtol=1e-6)
+
+
+def test_float16_mode_really_computes_in_float16(client):
+    # 2048 + 1: float32 keeps 2049, float16 has no 2049 (spacing 2 there) and rounds to even.
+    b = HdiModelBuilder("half")
+    x = b.input("x", np.float32, [3])
+    y = b.tensor("y", np.float32, [3])
+    b.node(na.NODE_TYPE_ADD_FUSION, [x, b.constant("one", np.ones(3, np.float32))], [y])
+    b.mark_outputs(y)
+    values = np.array([2048, 0.1, 1e-8], np.float32)
+    outputs = {}
+    for enable in (False, True):
+        model_id = b.prepare(client, ht.ModelConfig(enableFloat16=enable))
+        _, xin = client.allocate_buffer(12)
+        _, yout = client.allocate_buffer(12)
+        xin.array(np.float32, [3])[:] = values
+        io = lambda m: ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=[3],  # noqa: E731
+                                   format=ht.FORMAT_NONE, data=m.descriptor())
+        assert client.run(model_id, [io(xin)], [io(yout)]).returnCode == NNRT_SUCCESS
+        outputs[enable] = yout.array(np.float32, [3]).copy()
+        xin.close(), yout.close()
+    np.testing.assert_array_equal(outputs[False], [2049, np.float32(1.1), 1])
+    half = [float(np.float16(2048) + np.float16(1)), float(np.float16(np.float16(0.1) + 1)), 1.0]
+    np.testing.assert_array_equal(outputs[True], np.array(half, np.float32))
+    assert outputs[True][0] == 2048
+
+
+def test_float16_mode_mlp_stays_close_to_float32(client):
+    builder, reference = mlp(batch=4, sizes=(16, 32, 10))
+    x = f32(4, 16)
+    model_id = builder.prepare(client, ht.ModelConfig(enableFloat16=True))
+    _, xin = client.allocate_buffer(x.nbytes)
+    _, yout = client.allocate_buffer(4 * 10 * 4)
+    xin.array(np.float32, x.shape)[:] = x
+    io = lambda m, s: ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=s,  # noqa: E731
+                                  format=ht.FORMAT_NONE, data=m.descriptor())
+    assert client.run(model_id, [io(xin, [4, 16])], [io(yout, [4, 10])]).returnCode == 0
+    got = yout.array(np.float32, [4, 10])
+    np.testing.assert_allclose(got, reference(x), atol=2e-3)
+    assert not np.array_equal(got, reference(x).astype(np.float32))
+    xin.close(), yout.close()

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from nnrt.drivers.cpu.float16 import to_float16
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
@@ -18,15 +19,22 @@ log = logging.getLogger(__name__)
 
 
 class CpuPreparedModel(PreparedModel):
-    def __init__(self, plan: ExecutionPlan) -> None:
-        super().__init__(plan.graph.inputs, plan.graph.outputs)
-        self.plan = plan
+    def __init__(self, graph: Graph, config: PrepareConfig) -> None:
+        super().__init__(graph.inputs, graph.outputs)  # what the client sees, float32 or not
+        self.plan = ExecutionPlan(to_float16(graph) if config.enable_float16 else graph)
+        # Where the plan computes in another dtype than the wire carries (float16 mode).
+        self.input_casts = [None if s.dtype == p.dtype else p.dtype
+                            for s, p in zip(self.inputs, self.plan.graph.inputs)]
+        self.output_casts = [None if s.dtype == p.dtype else s.dtype
+                             for s, p in zip(self.outputs, self.plan.graph.outputs)]
 
     def static_output_shapes(self) -> list[Shape] | None:
         return self.plan.output_shapes()
 
     def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
-        return self.plan.run(inputs, cancelled)
+        inputs = [x if c is None else x.astype(c) for x, c in zip(inputs, self.input_casts)]
+        outputs = self.plan.run(inputs, cancelled)
+        return [y if c is None else y.astype(c) for y, c in zip(outputs, self.output_casts)]
 
 
 class CpuDevice(Device):
@@ -35,7 +43,7 @@ class CpuDevice(Device):
     vendor = "nnrt"
     version = "0.1.0"
     device_type = ht.CPU
-    capabilities = Capabilities(dynamic_input=True)
+    capabilities = Capabilities(float16=True, dynamic_input=True)
 
     def supported_operations(self, graph: Graph) -> list[bool]:
         answers = []
@@ -55,4 +63,4 @@ class CpuDevice(Device):
         return answers
 
     def prepare(self, graph: Graph, config: PrepareConfig) -> PreparedModel:
-        return CpuPreparedModel(ExecutionPlan(graph))
+        return CpuPreparedModel(graph, config)
