@@ -281,7 +281,11 @@ class DriverClient:
         reply = self._call(self.device.AllocateBuffer, pb.AllocateBufferRequest(length=length))
         if reply.returnCode != NNRT_SUCCESS:
             return reply.returnCode, None
-        buffer = reply.buffer
+        return self.map_buffer(reply.buffer)
+
+    def map_buffer(self, buffer: ht.SharedBuffer) -> tuple[int, SharedMemory | None]:
+        """Fetch the fd of a buffer of this session (AllocateBuffer's, ExportModelCache's)
+        over the session channel and map it: (returnCode, memory or None)."""
         answer, fds = self._session_request({"op": "fetch", "bufferId": buffer.bufferId})
         if answer.get("returnCode") != NNRT_SUCCESS or len(fds) != 1:
             channel.close_fds(fds)

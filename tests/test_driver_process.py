@@ -67,7 +67,7 @@ def test_device_queries_answer_truthfully(client):
     assert client.get_device_status().status == ht.AVAILABLE
     assert client.is_dynamic_input_supported().isSupported is True
     assert client.is_float16_precision_supported().isSupported is True
-    assert client.is_model_cache_supported().isSupported is False
+    assert client.is_model_cache_supported().isSupported is True
     assert client.is_priority_supported().isSupported is False
 
 

@@ -12,15 +12,18 @@ from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
-from nnrt.server.errors import DriverError
+from nnrt.server import graph_cache
+from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, DriverError
 from nnrt.server.graph import Graph, Shape
 
 log = logging.getLogger(__name__)
 
 
 class CpuPreparedModel(PreparedModel):
-    def __init__(self, graph: Graph, config: PrepareConfig) -> None:
+    def __init__(self, graph: Graph, config: PrepareConfig, identity: str) -> None:
         super().__init__(graph.inputs, graph.outputs)  # what the client sees, float32 or not
+        self.graph = graph
+        self.identity = identity
         self.plan = ExecutionPlan(to_float16(graph) if config.enable_float16 else graph)
         # Where the plan computes in another dtype than the wire carries (float16 mode).
         self.input_casts = [None if s.dtype == p.dtype else p.dtype
@@ -36,6 +39,10 @@ class CpuPreparedModel(PreparedModel):
         outputs = self.plan.run(inputs, cancelled)
         return [y if c is None else y.astype(c) for y, c in zip(outputs, self.output_casts)]
 
+    def export_cache(self) -> list[bytes]:
+        # The validated graph; the precision mode comes from the config of the import.
+        return [graph_cache.encode(self.graph, self.identity)]
+
 
 class CpuDevice(Device):
     kind = "cpu"
@@ -43,7 +50,12 @@ class CpuDevice(Device):
     vendor = "nnrt"
     version = "0.1.0"
     device_type = ht.CPU
-    capabilities = Capabilities(float16=True, dynamic_input=True)
+    capabilities = Capabilities(float16=True, dynamic_input=True, model_cache=True)
+
+    @property
+    def identity(self) -> str:
+        """What a model cache blob must have been written by to be read here."""
+        return f"{self.name} {self.vendor} {self.version}"
 
     def supported_operations(self, graph: Graph) -> list[bool]:
         answers = []
@@ -63,4 +75,9 @@ class CpuDevice(Device):
         return answers
 
     def prepare(self, graph: Graph, config: PrepareConfig) -> PreparedModel:
-        return CpuPreparedModel(graph, config)
+        return CpuPreparedModel(graph, config, self.identity)
+
+    def prepare_from_cache(self, blobs: Sequence[bytes], config: PrepareConfig) -> PreparedModel:
+        if len(blobs) != 1:
+            raise DriverError(NNRT_INVALID_MODEL_CACHE, f"{len(blobs)} cache buffers, expected 1")
+        return CpuPreparedModel(graph_cache.decode(blobs[0], self.identity), config, self.identity)

@@ -1,0 +1,116 @@
+"""The CPU driver's model cache across processes: export, prepare from it, refuse bad blobs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, NNRT_SUCCESS
+from tests.test_models_e2e import f32, mlp, run
+
+BATCH, SIZES = 3, (12, 24, 6)
+
+
+def exported_blob(client, model_id) -> bytes:
+    reply = client.export_model_cache(model_id)
+    assert reply.returnCode == NNRT_SUCCESS and len(reply.modelCache) == 1
+    code, memory = client.map_buffer(reply.modelCache[0])
+    assert code == NNRT_SUCCESS
+    blob = bytes(memory.view())
+    memory.close()
+    again = client.export_model_cache(model_id)  # serialised once: the same buffer again
+    assert [b.bufferId for b in again.modelCache] == [b.bufferId for b in reply.modelCache]
+    return blob
+
+
+def prepare_from(client, blobs, config=None):
+    buffers = []
+    for blob in blobs:
+        code, memory = client.allocate_buffer(max(len(blob), 1))
+        assert code == NNRT_SUCCESS
+        memory.view(0, len(blob))[:] = blob
+        buffers.append(memory)
+    reply = client.prepare_model_from_model_cache(
+        [m.descriptor(0, len(b)) for m, b in zip(buffers, blobs)], config)
+    for memory in buffers:
+        memory.close()
+        client.release_buffer(memory.descriptor())
+    return reply
+
+
+def run_prepared(client, model_id, x):
+    _, xin = client.allocate_buffer(x.nbytes)
+    _, yout = client.allocate_buffer(BATCH * SIZES[2] * 4)
+    xin.array(np.float32, x.shape)[:] = x
+    io = lambda m, s: ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=s,  # noqa: E731
+                                  format=ht.FORMAT_NONE, data=m.descriptor())
+    reply = client.run(model_id, [io(xin, x.shape)], [io(yout, [BATCH, SIZES[2]])])
+    assert reply.returnCode == NNRT_SUCCESS
+    result = yout.array(np.float32, [BATCH, SIZES[2]]).copy()
+    xin.close(), yout.close()
+    return result
+
+
+@pytest.fixture
+def cached(client):
+    builder, reference = mlp(BATCH, SIZES)
+    model_id = builder.prepare(client)
+    return model_id, exported_blob(client, model_id), reference
+
+
+def test_cache_round_trip_computes_identically(client, cached):
+    model_id, blob, reference = cached
+    assert client.is_model_cache_supported().isSupported is True
+    x = f32(BATCH, SIZES[0])
+    reply = prepare_from(client, [blob])
+    assert reply.returnCode == NNRT_SUCCESS
+    from_cache = run_prepared(client, reply.preparedModelId, x)
+    np.testing.assert_array_equal(from_cache, run_prepared(client, model_id, x))
+    np.testing.assert_allclose(from_cache, reference(x), rtol=1e-5, atol=1e-6)
+    # the config of the import applies: the same blob prepared in float16 mode
+    half = prepare_from(client, [blob], ht.ModelConfig(enableFloat16=True))
+    assert half.returnCode == NNRT_SUCCESS
+    np.testing.assert_allclose(run_prepared(client, half.preparedModelId, x), reference(x),
+                               atol=2e-3)
+
+
+def _flip(blob: bytes, position: int) -> bytes:
+    data = bytearray(blob)
+    data[position] ^= 0x10
+    return bytes(data)
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(lambda b: _flip(b, len(b) - 5), id="bit-flip-in-constants"),
+    pytest.param(lambda b: _flip(b, len(b) // 2), id="bit-flip-in-the-middle"),
+    pytest.param(lambda b: _flip(b, 3), id="bit-flip-in-the-magic"),
+    pytest.param(lambda b: _flip(b, 9), id="bit-flip-in-the-version"),
+    pytest.param(lambda b: b[: len(b) - 1], id="truncated-by-one"),
+    pytest.param(lambda b: b[: len(b) // 3], id="truncated-to-a-third"),
+    pytest.param(lambda b: b[:10], id="truncated-in-the-header"),
+    pytest.param(lambda b: b + b"\0", id="trailing-byte"),
+    pytest.param(lambda b: bytes(np.random.default_rng(1).integers(0, 256, len(b), np.uint8)),
+                 id="foreign-random"),
+    pytest.param(lambda b: b.replace(b"nnrt-cpu nnrt", b"nnrt-gpu nnrt"), id="other-device"),
+])
+def test_a_damaged_or_foreign_cache_is_refused(client, cached, damage):
+    _, blob, _ = cached
+    assert prepare_from(client, [damage(blob)]).returnCode == NNRT_INVALID_MODEL_CACHE
+    assert prepare_from(client, [blob]).returnCode == NNRT_SUCCESS  # still serving
+
+
+def test_cache_buffer_count_must_be_one(client, cached):
+    _, blob, _ = cached
+    assert prepare_from(client, [blob, blob]).returnCode == NNRT_INVALID_MODEL_CACHE
+    assert client.prepare_model_from_model_cache([]).returnCode == NNRT_INVALID_MODEL_CACHE
+
+
+def test_another_models_cache_prepares_that_other_model(client, cached):
+    # A cache is self-contained: it can only ever be the model it was exported from.
+    builder, reference = mlp(BATCH, SIZES, seed=99)
+    other = exported_blob(client, builder.prepare(client))
+    reply = prepare_from(client, [other])
+    x = f32(BATCH, SIZES[0])
+    np.testing.assert_allclose(run_prepared(client, reply.preparedModelId, x), reference(x),
+                               rtol=1e-5, atol=1e-6)
