@@ -4,8 +4,11 @@ PrepareModelFromModelCache), for any device that caches its models as graphs.
 Blob layout (little endian):
 
     magic "NNRTGRPH" | u32 format version | u32 identity length | identity (UTF-8)
-    | 32-byte SHA-256 of everything after it | u64 model length | Model protobuf
+    | u32 CRC-32 of everything after it | u64 model length | Model protobuf
     | constant bytes, back to back
+
+(CRC-32 detects corruption and truncation at memory speed; a cache is not a security
+boundary — whoever can write it can write the model too.)
 
 `identity` names the device and driver version that wrote the blob (plus any setting the
 compiled form depends on); a blob from another device, another driver version, another
@@ -16,8 +19,8 @@ proves integrity, not that the writer was sound).
 
 from __future__ import annotations
 
-import hashlib
 import struct
+import zlib
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
@@ -62,7 +65,7 @@ def encode(graph: Graph, identity: str) -> bytes:
     payload = struct.pack("<Q", len(body)) + body + b"".join(chunks)
     ident = identity.encode()
     return (MAGIC + struct.pack("<II", FORMAT_VERSION, len(ident)) + ident
-            + hashlib.sha256(payload).digest() + payload)
+            + struct.pack("<I", zlib.crc32(payload)) + payload)
 
 
 def _refuse(why: str) -> DriverError:
@@ -79,14 +82,14 @@ def decode(blob: bytes, identity: str) -> Graph:
     if version != FORMAT_VERSION:
         raise _refuse(f"format version {version}, this driver reads {FORMAT_VERSION}")
     ident_end = head + ident_length
-    if len(view) < ident_end + 32 + 8:
+    if len(view) < ident_end + 4 + 8:
         raise _refuse("truncated")
     written_by = bytes(view[head:ident_end]).decode(errors="replace")
     if written_by != identity:
         raise _refuse(f"written by {written_by!r}, this is {identity!r}")
-    digest = bytes(view[ident_end:ident_end + 32])
-    payload = view[ident_end + 32:]
-    if hashlib.sha256(payload).digest() != digest:
+    (checksum,) = struct.unpack_from("<I", view, ident_end)
+    payload = view[ident_end + 4:]
+    if zlib.crc32(payload) != checksum:
         raise _refuse("checksum mismatch (corrupt or truncated)")
     (body_length,) = struct.unpack_from("<Q", payload, 0)
     if 8 + body_length > len(payload):
@@ -95,13 +98,13 @@ def decode(blob: bytes, identity: str) -> Graph:
         model = mt.Model.FromString(bytes(payload[8:8 + body_length]))
     except Exception as exc:  # protobuf's DecodeError and friends
         raise _refuse(f"undecodable model: {exc}")
-    constants = bytes(payload[8 + body_length:])
+    constants = payload[8 + body_length:]  # no copy: constants stay views of the blob
 
     def read_constant(buffer: ht.SharedBuffer) -> bytes:
         if buffer.bufferId != _CONSTANTS or buffer.bufferSize != len(constants) or \
                 buffer.offset + buffer.dataSize > len(constants):
             raise _refuse("constant outside the blob")
-        return constants[buffer.offset:buffer.offset + buffer.dataSize]
+        return constants[buffer.offset:buffer.offset + buffer.dataSize].toreadonly()
 
     try:
         return build_graph(model, read_constant)
