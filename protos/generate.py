@@ -26,7 +26,7 @@ log = logging.getLogger("nnrt.protos.generate")
 
 PROTO_DIR = Path(__file__).resolve().parent
 DEFAULT_SPEC = PROTO_DIR.parent.parent / "shared" / "spec" / "hdi_ops.json"
-HAND_WRITTEN = ("hdi_types.proto", "model_types.proto", "hdi.proto")
+HAND_WRITTEN = ("hdi_types.proto", "model_types.proto", "hdi.proto", "admin.proto")
 GENERATED_PROTO = "node_attrs.proto"
 # The oneof member for NodeType value v has field number ATTR_FIELD_BASE + v.
 ATTR_FIELD_BASE = 100

@@ -1,0 +1,84 @@
+from google.protobuf import empty_pb2 as _empty_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SessionStatus(_message.Message):
+    __slots__ = ("sessionId", "peerPid", "buffers", "bufferBytes", "preparedModels")
+    SESSIONID_FIELD_NUMBER: _ClassVar[int]
+    PEERPID_FIELD_NUMBER: _ClassVar[int]
+    BUFFERS_FIELD_NUMBER: _ClassVar[int]
+    BUFFERBYTES_FIELD_NUMBER: _ClassVar[int]
+    PREPAREDMODELS_FIELD_NUMBER: _ClassVar[int]
+    sessionId: int
+    peerPid: int
+    buffers: int
+    bufferBytes: int
+    preparedModels: int
+    def __init__(self, sessionId: _Optional[int] = ..., peerPid: _Optional[int] = ..., buffers: _Optional[int] = ..., bufferBytes: _Optional[int] = ..., preparedModels: _Optional[int] = ...) -> None: ...
+
+class FaultConfig(_message.Message):
+    __slots__ = ("runDelayMs", "runHang", "exitOnRun", "exitOnPrepare", "exitOnRunProbability", "exitOnExportCache", "deviceStatus", "deviceBusy", "corruptExportedCache")
+    RUNDELAYMS_FIELD_NUMBER: _ClassVar[int]
+    RUNHANG_FIELD_NUMBER: _ClassVar[int]
+    EXITONRUN_FIELD_NUMBER: _ClassVar[int]
+    EXITONPREPARE_FIELD_NUMBER: _ClassVar[int]
+    EXITONRUNPROBABILITY_FIELD_NUMBER: _ClassVar[int]
+    EXITONEXPORTCACHE_FIELD_NUMBER: _ClassVar[int]
+    DEVICESTATUS_FIELD_NUMBER: _ClassVar[int]
+    DEVICEBUSY_FIELD_NUMBER: _ClassVar[int]
+    CORRUPTEXPORTEDCACHE_FIELD_NUMBER: _ClassVar[int]
+    runDelayMs: int
+    runHang: bool
+    exitOnRun: int
+    exitOnPrepare: int
+    exitOnRunProbability: float
+    exitOnExportCache: bool
+    deviceStatus: int
+    deviceBusy: bool
+    corruptExportedCache: bool
+    def __init__(self, runDelayMs: _Optional[int] = ..., runHang: _Optional[bool] = ..., exitOnRun: _Optional[int] = ..., exitOnPrepare: _Optional[int] = ..., exitOnRunProbability: _Optional[float] = ..., exitOnExportCache: _Optional[bool] = ..., deviceStatus: _Optional[int] = ..., deviceBusy: _Optional[bool] = ..., corruptExportedCache: _Optional[bool] = ...) -> None: ...
+
+class FaultReply(_message.Message):
+    __slots__ = ("returnCode", "faults")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    FAULTS_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    faults: FaultConfig
+    def __init__(self, returnCode: _Optional[int] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ...) -> None: ...
+
+class DriverStatus(_message.Message):
+    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults")
+    RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEVICENAME_FIELD_NUMBER: _ClassVar[int]
+    VENDOR_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    UPTIMESECONDS_FIELD_NUMBER: _ClassVar[int]
+    INFLIGHTRUNS_FIELD_NUMBER: _ClassVar[int]
+    RUNSCOMPLETED_FIELD_NUMBER: _ClassVar[int]
+    RUNSFAILED_FIELD_NUMBER: _ClassVar[int]
+    RUNSABANDONED_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    FAULTINJECTIONENABLED_FIELD_NUMBER: _ClassVar[int]
+    FAULTS_FIELD_NUMBER: _ClassVar[int]
+    returnCode: int
+    kind: str
+    name: str
+    deviceName: str
+    vendor: str
+    pid: int
+    uptimeSeconds: float
+    inFlightRuns: int
+    runsCompleted: int
+    runsFailed: int
+    runsAbandoned: int
+    sessions: _containers.RepeatedCompositeFieldContainer[SessionStatus]
+    faultInjectionEnabled: bool
+    faults: FaultConfig
+    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ...) -> None: ...
