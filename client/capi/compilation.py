@@ -1,0 +1,894 @@
+"""`OH_NNCompilation`: compiling a model for a device, or restoring it (capi.md 1.1–1.14).
+
+A compilation has exactly one source — a finished `OH_NNModel`, an offline model file or
+buffer, or nothing (`ConstructForCache`) to be restored from a cache directory or an
+imported cache blob — and options: device (0 = first), cache directory + version,
+performance mode, priority, float16, extension configs. `OH_NNCompilation_Build` turns it
+into a `BuiltModel` (`compilation.built`), the prepared model executors run.
+
+Build, in the order of capi.md 1.13 with our decisions of 5.2:
+
+1. handle, single source, not built yet (a second Build after success → OPERATION_FORBIDDEN;
+   after a failure a retry is allowed);
+2. the device (unknown → FAILED; its driver unreachable → CONNECTION_EXCEPTION);
+3. capabilities: a cache (directory or imported blob) on a device without model-cache
+   support → OPERATION_FORBIDDEN (upstream; the header is silent); float16, performance
+   mode or priority the device lacks → UNAVAILABLE_DEVICE; a failed capability query →
+   UNAVAILABLE_DEVICE (the performance-mode query: FAILED); a ModelName that cannot name
+   cache files → INVALID_PARAMETER;
+4. the source: GetSupportedOperation (query fails → UNAVAILABLE_DEVICE, any node
+   unsupported → FAILED) and PrepareModel (→ FAILED; INVALID_PARAMETER when the driver
+   rejects the config, e.g. an extension) with the constants packed once in one shared
+   buffer; PrepareOfflineModel for offline sources; PrepareModelFromModelCache for a cache;
+   then GetInputDimRanges.
+
+The cache directory follows the header table of capi.md 1.9: no cache → compile and save;
+same version → restore without compiling; older → compile and overwrite; newer →
+INVALID_PARAMETER; corrupt, truncated, another device's or another model's cache →
+INVALID_FILE (never trusted, never silently replaced); missing / inaccessible directory →
+INVALID_PATH; version UINT32_MAX → INVALID_PARAMETER; failing to save → SAVE_CACHE_EXCEPTION
+(the prepared model is released: the Build failed and may be retried). The layout is in
+model_cache.py.
+
+All extension configs reach the driver in `ModelConfig.extensions` (capi.md §4); `ModelName`
+also prefixes the cache file names.
+
+Setters (1.8–1.12) reject a value C could not pass (a negative device ID, a performance
+mode outside 0..4, a priority outside 0..3, a version outside uint32) at once with
+INVALID_PARAMETER, and answer OPERATION_FORBIDDEN after a successful Build (5.2) and while a
+Build is running. ExportCacheToBuffer on a device without model-cache support answers
+UNSUPPORTED (upstream's constant answer), the driver failing to export SAVE_CACHE_EXCEPTION.
+
+`BuiltModel.extra` holds: `client` (the DriverClient whose session holds
+`prepared_model_id`), `config` (the ModelConfig it was prepared with), `source` ("model",
+"cache" or "offline"), `cache` (the CacheContents, once known), `digest` (model identity
+for caches), `release` (a weakref.finalize: the prepared model is released when the
+BuiltModel is garbage — i.e. once the compilation and every executor holding it are gone —
+or at once when called), and `dim_ranges_code` when GetInputDimRanges failed (min/max dims
+are then empty).
+
+Every function may be called from any thread. Build holds the compilation's lock only to
+read the options and to publish the result, never while it talks to the driver, so a
+Destroy from another thread returns at once; that Build then answers
+OH_NN_INVALID_PARAMETER and its prepared model is released.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nnrt.client.capi import model_cache
+from nnrt.client.capi._objects import BuiltModel, Handle, IODesc, LoweredModel, live
+from nnrt.client.capi.device import find_device
+from nnrt.client.capi.enums import (
+    OH_NN_CONNECTION_EXCEPTION,
+    OH_NN_FAILED,
+    OH_NN_INVALID_FILE,
+    OH_NN_INVALID_PARAMETER,
+    OH_NN_INVALID_PATH,
+    OH_NN_OPERATION_FORBIDDEN,
+    OH_NN_SAVE_CACHE_EXCEPTION,
+    OH_NN_SUCCESS,
+    OH_NN_UNAVAILABLE_DEVICE,
+    OH_NN_UNSUPPORTED,
+    OH_NN_ReturnCode,
+)
+from nnrt.client.capi.model import OH_NNModel
+from nnrt.client.capi.model_cache import CacheContents, CacheDir, CacheInvalid
+from nnrt.client.capi.structs import c_count, c_int
+from nnrt.client.devices import Device
+from nnrt.client.hdi import DriverClient, DriverGone, SharedMemory
+from nnrt.client.hdi_model import PrepareError
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.server import session_channel as channel
+from nnrt.server.errors import (
+    NNRT_INVALID_PARAMETER,
+    NNRT_INVALID_PERFORMANCE_MODE,
+    NNRT_INVALID_PRIORITY,
+    NNRT_NOT_SUPPORT,
+    NNRT_SUCCESS,
+    code_name,
+)
+
+__all__ = [
+    "OH_NNCompilation",
+    "OH_NNCompilation_Construct",
+    "OH_NNCompilation_ConstructWithOfflineModelFile",
+    "OH_NNCompilation_ConstructWithOfflineModelBuffer",
+    "OH_NNCompilation_ConstructForCache",
+    "OH_NNCompilation_ExportCacheToBuffer",
+    "OH_NNCompilation_ImportCacheFromBuffer",
+    "OH_NNCompilation_AddExtensionConfig",
+    "OH_NNCompilation_SetDevice",
+    "OH_NNCompilation_SetCache",
+    "OH_NNCompilation_SetPerformanceMode",
+    "OH_NNCompilation_SetPriority",
+    "OH_NNCompilation_EnableFloat16",
+    "OH_NNCompilation_Build",
+    "OH_NNCompilation_Destroy",
+]
+
+log = logging.getLogger(__name__)
+
+UINT32_MAX = model_cache.UINT32_MAX
+MODEL_NAME = "ModelName"  # the extension that prefixes cache file names (capi.md §4)
+PERFORMANCE_MODES = range(0, 5)  # OH_NN_PERFORMANCE_NONE .. EXTREME
+PRIORITIES = range(0, 4)  # OH_NN_PRIORITY_NONE .. HIGH
+MAX_OFFLINE_BYTES = 1 << 30  # one driver buffer
+
+# Driver codes that mean "the configuration was refused" (1.7: a rejected extension).
+_CONFIG_REJECTED = {NNRT_INVALID_PARAMETER, NNRT_INVALID_PERFORMANCE_MODE, NNRT_INVALID_PRIORITY}
+
+
+class OH_NNCompilation(Handle):
+    """The opaque `OH_NNCompilation` handle; `built` is the BuiltModel after a successful Build."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # the source (exactly one is expected; ConstructForCache sets none of the first three)
+        self.model: OH_NNModel | None = None
+        self.offline_path: str | None = None
+        self.offline_buffer: bytes | None = None
+        self.for_cache = False
+        self.imported: bytes | None = None  # ImportCacheFromBuffer
+        # options
+        self.device_id = 0
+        self.cache_path: str | None = None
+        self.cache_version = 0
+        self.performance = 0
+        self.priority = 0
+        self.float16 = False
+        self.extensions: dict[str, bytes] = {}
+        # state
+        self.built: BuiltModel | None = None
+        self.attempted = False  # Build was called (successfully or not)
+        self.building = False
+        self.exported: bytes | None = None  # the ExportCacheToBuffer blob, made once
+
+    def sources(self) -> int:
+        return sum(x is not None for x in (self.model, self.offline_path, self.offline_buffer,
+                                           self.imported))
+
+    def __repr__(self) -> str:
+        if self.destroyed:
+            return "<OH_NNCompilation destroyed>"
+        state = "built" if self.built is not None else "configuring"
+        return f"<OH_NNCompilation {state} device={self.device_id}>"
+
+
+def _compilation(obj: Any) -> OH_NNCompilation | None:
+    return live(obj, OH_NNCompilation)
+
+
+def _text(value: Any) -> str | None:
+    """A C string argument: str or UTF-8 bytes, cut at a NUL; None if not one."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            value = bytes(value).decode()
+        except UnicodeDecodeError:
+            return None
+    if not isinstance(value, str):
+        return None
+    return value.split("\0", 1)[0]
+
+
+def _path(value: Any) -> str | None:
+    """A C path argument: as `_text`, os.PathLike accepted too."""
+    return _text(os.fspath(value) if isinstance(value, os.PathLike) else value)
+
+
+def _bytes(buffer: Any, length: Any) -> bytes | None:
+    """A copy of the first `length` bytes of a buffer-protocol object, None if impossible."""
+    n = c_count(length)
+    if n is None:
+        return None
+    try:
+        view = memoryview(buffer)
+    except TypeError:
+        return None
+    with view:
+        if n > view.nbytes:
+            return None
+        return view.tobytes()[:n] if not view.c_contiguous else bytes(view.cast("B")[:n])
+
+
+# -- 1.1 – 1.4: constructors -------------------------------------------------------------
+
+
+def OH_NNCompilation_Construct(model: OH_NNModel | None) -> OH_NNCompilation | None:
+    """capi.md 1.1: a compilation of an OH_NNModel (finished by Build time), or None."""
+    m = live(model, OH_NNModel)
+    if m is None:
+        return None
+    compilation = OH_NNCompilation()
+    compilation.model = m
+    return compilation
+
+
+def OH_NNCompilation_ConstructWithOfflineModelFile(
+        modelPath: str | bytes | os.PathLike | None) -> OH_NNCompilation | None:
+    """capi.md 1.2: a compilation of an offline model file (read at Build), or None."""
+    if modelPath is None:
+        return None
+    path = _path(modelPath)
+    if path is None:
+        return None
+    compilation = OH_NNCompilation()
+    compilation.offline_path = path
+    return compilation
+
+
+def OH_NNCompilation_ConstructWithOfflineModelBuffer(modelBuffer: Any,
+                                                     modelSize: int) -> OH_NNCompilation | None:
+    """capi.md 1.3: a compilation of an offline model in memory (copied), or None."""
+    if modelBuffer is None or c_count(modelSize) in (None, 0):
+        return None
+    data = _bytes(modelBuffer, modelSize)
+    if data is None:
+        return None
+    compilation = OH_NNCompilation()
+    compilation.offline_buffer = data
+    return compilation
+
+
+def OH_NNCompilation_ConstructForCache() -> OH_NNCompilation:
+    """capi.md 1.4: an empty compilation, to be restored by SetCache or ImportCacheFromBuffer."""
+    compilation = OH_NNCompilation()
+    compilation.for_cache = True
+    return compilation
+
+
+# -- 1.5 – 1.6: the cache as one blob ----------------------------------------------------
+
+
+def OH_NNCompilation_ExportCacheToBuffer(compilation: OH_NNCompilation | None, buffer: Any,
+                                         length: int) -> tuple[OH_NN_ReturnCode, int | None]:
+    """capi.md 1.5: write the compiled model's cache into `buffer`; `(code, modelSize)`.
+
+    A buffer smaller than the cache gives `(OH_NN_INVALID_PARAMETER, needed)` and nothing
+    written. A device without model-cache support → OH_NN_UNSUPPORTED; the driver failing
+    to export → OH_NN_SAVE_CACHE_EXCEPTION; its driver gone → OH_NN_CONNECTION_EXCEPTION.
+    """
+    c = _compilation(compilation)
+    if c is None or buffer is None:
+        return OH_NN_INVALID_PARAMETER, None
+    n = c_count(length)
+    if n is None or n == 0:
+        return OH_NN_INVALID_PARAMETER, None
+    try:
+        view = memoryview(buffer)
+    except TypeError:
+        return OH_NN_INVALID_PARAMETER, None
+    if view.readonly or not view.c_contiguous or n > view.nbytes:
+        return OH_NN_INVALID_PARAMETER, None
+    with c.lock:
+        if c.destroyed or not c.attempted or c.built is None:
+            return OH_NN_INVALID_PARAMETER, None  # never built, or the Build failed (keep 2)
+        built, blob = c.built, c.exported
+        version = c.cache_version if c.cache_path else 0
+    if blob is None:
+        code, blob, why = _export(built, version)
+        if code != OH_NN_SUCCESS:
+            log.warning("OH_NNCompilation_ExportCacheToBuffer: %s", why)
+            return code, None
+        with c.lock:
+            c.exported = blob
+    if len(blob) > n:
+        return OH_NN_INVALID_PARAMETER, len(blob)
+    view.cast("B")[:len(blob)] = blob
+    return OH_NN_SUCCESS, len(blob)
+
+
+def _export(built: BuiltModel, version: int) -> tuple[OH_NN_ReturnCode, bytes | None, str]:
+    """(code, the cache blob, why it failed) of a built model."""
+    contents = built.extra.get("cache")
+    if contents is None:
+        try:
+            code, contents, why = _driver_cache(built.extra["client"], built)
+        except DriverGone as exc:
+            return OH_NN_CONNECTION_EXCEPTION, None, f"device {built.device.name}: {exc}"
+        if code != OH_NN_SUCCESS:
+            return code, None, why
+    digest = built.extra.get("digest")
+    if digest is None:
+        digest = built.extra["digest"] = model_cache.model_digest(built.model)
+    try:
+        blob = model_cache.pack(contents, version, built.device.id, digest)
+    except ValueError as exc:
+        return OH_NN_SAVE_CACHE_EXCEPTION, None, str(exc)
+    return OH_NN_SUCCESS, blob, ""
+
+
+def _driver_cache(client: DriverClient,
+                  built: BuiltModel) -> tuple[OH_NN_ReturnCode, CacheContents | None, str]:
+    """IsModelCacheSupported + ExportModelCache + the blobs' bytes: (code, contents, why).
+
+    No cache support → OH_NN_UNSUPPORTED; the query failing → OH_NN_UNAVAILABLE_DEVICE; the
+    export failing → OH_NN_SAVE_CACHE_EXCEPTION. DriverGone passes through.
+    """
+    name = built.device.name
+    if not client.alive:
+        raise DriverGone(f"the driver session of {name} has ended")
+    supported = client.is_model_cache_supported()
+    if supported.returnCode != NNRT_SUCCESS:
+        return OH_NN_UNAVAILABLE_DEVICE, None, \
+            f"IsModelCacheSupported on {name} failed: {code_name(supported.returnCode)}"
+    if not supported.isSupported:
+        return OH_NN_UNSUPPORTED, None, f"device {name} has no model cache"
+    reply = client.export_model_cache(built.prepared_model_id)
+    if reply.returnCode != NNRT_SUCCESS:
+        code = OH_NN_UNSUPPORTED if reply.returnCode == NNRT_NOT_SUPPORT else \
+            OH_NN_SAVE_CACHE_EXCEPTION
+        return code, None, f"ExportModelCache on {name} failed: {code_name(reply.returnCode)}"
+    blobs = []
+    for buffer in reply.modelCache:
+        data = fetch_buffer(client, buffer)
+        if data is None:
+            return OH_NN_SAVE_CACHE_EXCEPTION, None, f"cannot read the cache blobs of {name}"
+        blobs.append(data)
+    if not blobs:
+        return OH_NN_SAVE_CACHE_EXCEPTION, None, f"ExportModelCache on {name} returned no blob"
+    return OH_NN_SUCCESS, CacheContents(blobs, list(built.inputs), list(built.outputs)), ""
+
+
+def fetch_buffer(client: DriverClient, buffer: ht.SharedBuffer) -> bytes | None:
+    """The bytes of a window of a driver-owned buffer of this session (an exported cache blob).
+
+    What `DriverClient.allocate_buffer` does after its RPC: fetch the memfd over the session
+    channel, map it, copy the window out, unmap. None (logged) when that fails.
+    """
+    if buffer.offset + buffer.dataSize > buffer.bufferSize:
+        log.warning("driver buffer %d: window [%d, +%d) outside %d bytes", buffer.bufferId,
+                    buffer.offset, buffer.dataSize, buffer.bufferSize)
+        return None
+    answer, fds = client._session_request({"op": "fetch", "bufferId": buffer.bufferId})
+    if answer.get("returnCode") != NNRT_SUCCESS or len(fds) != 1:
+        channel.close_fds(fds)
+        log.warning("fetching driver buffer %d failed: %s", buffer.bufferId,
+                    code_name(answer.get("returnCode", -1)))
+        return None
+    if buffer.bufferSize == 0:
+        channel.close_fds(fds)
+        return b""
+    try:
+        memory = SharedMemory(buffer.bufferId, fds[0], buffer.bufferSize)
+    except (OSError, ValueError) as exc:
+        channel.close_fds(fds)
+        log.warning("mapping driver buffer %d failed: %s", buffer.bufferId, exc)
+        return None
+    try:
+        view = memory.view(buffer.offset, buffer.dataSize)
+        data = bytes(view)
+        view.release()
+        return data
+    finally:
+        memory.close()
+
+
+def OH_NNCompilation_ImportCacheFromBuffer(compilation: OH_NNCompilation | None, buffer: Any,
+                                           modelSize: int) -> OH_NN_ReturnCode:
+    """capi.md 1.6: keep (a copy of) a cache blob for Build; validated at Build."""
+    c = _compilation(compilation)
+    if c is None or buffer is None:
+        return OH_NN_INVALID_PARAMETER
+    n = c_count(modelSize)
+    if n is None or n == 0:
+        return OH_NN_INVALID_PARAMETER
+    data = _bytes(buffer, n)
+    if data is None:
+        return OH_NN_INVALID_PARAMETER
+    with c.lock:
+        if c.destroyed:
+            return OH_NN_INVALID_PARAMETER
+        c.imported = data
+    return OH_NN_SUCCESS
+
+
+# -- 1.7 – 1.12: options -----------------------------------------------------------------
+
+
+def OH_NNCompilation_AddExtensionConfig(compilation: OH_NNCompilation | None,
+                                        configName: str | bytes | None, configValue: Any,
+                                        configValueSize: int) -> OH_NN_ReturnCode:
+    """capi.md 1.7: keep a named byte string for the driver (copied); a repeated name
+    appends `|` + the value. Every pair reaches the driver in ModelConfig.extensions."""
+    c = _compilation(compilation)
+    if c is None or configName is None or configValue is None:
+        return OH_NN_INVALID_PARAMETER
+    n = c_count(configValueSize)
+    if n is None or n == 0:
+        return OH_NN_INVALID_PARAMETER
+    name = _text(configName)
+    if not name:
+        return OH_NN_INVALID_PARAMETER
+    value = _bytes(configValue, n)
+    if value is None:
+        return OH_NN_INVALID_PARAMETER
+    with c.lock:
+        if c.destroyed:
+            return OH_NN_INVALID_PARAMETER
+        old = c.extensions.get(name)
+        c.extensions[name] = value if old is None else old + b"|" + value
+    return OH_NN_SUCCESS
+
+
+def _configure(compilation: Any, apply) -> OH_NN_ReturnCode:
+    """Run `apply(c)` under the lock unless the compilation is built (→ OPERATION_FORBIDDEN)."""
+    c = _compilation(compilation)
+    if c is None:
+        return OH_NN_INVALID_PARAMETER
+    with c.lock:
+        if c.destroyed:
+            return OH_NN_INVALID_PARAMETER
+        if c.built is not None or c.building:
+            return OH_NN_OPERATION_FORBIDDEN
+        return apply(c)
+
+
+def OH_NNCompilation_SetDevice(compilation: OH_NNCompilation | None,
+                               deviceID: int) -> OH_NN_ReturnCode:
+    """capi.md 1.8: choose the device (0 = first); checked at Build; after Build → 4."""
+    device_id = c_count(deviceID)
+
+    def apply(c: OH_NNCompilation) -> OH_NN_ReturnCode:
+        if device_id is None:
+            return OH_NN_INVALID_PARAMETER
+        c.device_id = device_id
+        return OH_NN_SUCCESS
+
+    return _configure(compilation, apply)
+
+
+def OH_NNCompilation_SetCache(compilation: OH_NNCompilation | None, cachePath: str | bytes | None,
+                              version: int) -> OH_NN_ReturnCode:
+    """capi.md 1.9: the cache directory and version; everything is checked at Build."""
+    if _compilation(compilation) is None or cachePath is None:
+        return OH_NN_INVALID_PARAMETER
+    path = _path(cachePath)
+    value = c_int(version, 0, UINT32_MAX)
+
+    def apply(c: OH_NNCompilation) -> OH_NN_ReturnCode:
+        if path is None or value is None:
+            return OH_NN_INVALID_PARAMETER
+        c.cache_path, c.cache_version = path, value
+        return OH_NN_SUCCESS
+
+    return _configure(compilation, apply)
+
+
+def OH_NNCompilation_SetPerformanceMode(compilation: OH_NNCompilation | None,
+                                        performanceMode: int) -> OH_NN_ReturnCode:
+    """capi.md 1.10: 0..4 stored (device support checked at Build → 14); after Build → 4."""
+    value = c_int(performanceMode, PERFORMANCE_MODES.start, PERFORMANCE_MODES.stop - 1)
+
+    def apply(c: OH_NNCompilation) -> OH_NN_ReturnCode:
+        if value is None:
+            return OH_NN_INVALID_PARAMETER
+        c.performance = value
+        return OH_NN_SUCCESS
+
+    return _configure(compilation, apply)
+
+
+def OH_NNCompilation_SetPriority(compilation: OH_NNCompilation | None,
+                                 priority: int) -> OH_NN_ReturnCode:
+    """capi.md 1.11: 0..3 stored (device support checked at Build → 14); after Build → 4."""
+    value = c_int(priority, PRIORITIES.start, PRIORITIES.stop - 1)
+
+    def apply(c: OH_NNCompilation) -> OH_NN_ReturnCode:
+        if value is None:
+            return OH_NN_INVALID_PARAMETER
+        c.priority = value
+        return OH_NN_SUCCESS
+
+    return _configure(compilation, apply)
+
+
+def OH_NNCompilation_EnableFloat16(compilation: OH_NNCompilation | None,
+                                   enableFloat16: bool) -> OH_NN_ReturnCode:
+    """capi.md 1.12: stored (device support checked at Build → 14); after Build → 4."""
+    value = c_int(enableFloat16, -(1 << 63), (1 << 64) - 1)  # a C bool: any integer
+
+    def apply(c: OH_NNCompilation) -> OH_NN_ReturnCode:
+        if value is None:
+            return OH_NN_INVALID_PARAMETER
+        c.float16 = bool(value)
+        return OH_NN_SUCCESS
+
+    return _configure(compilation, apply)
+
+
+# -- 1.13: Build -----------------------------------------------------------------------
+
+
+@dataclass
+class _Options:
+    """What Build reads from the compilation, taken under its lock."""
+
+    model: OH_NNModel | None
+    offline_path: str | None
+    offline_buffer: bytes | None
+    imported: bytes | None
+    device_id: int
+    cache_path: str | None
+    cache_version: int
+    performance: int
+    priority: int
+    float16: bool
+    extensions: dict[str, bytes] = field(default_factory=dict)
+
+    @property
+    def uses_cache(self) -> bool:
+        return bool(self.cache_path) or self.imported is not None
+
+
+class _Failed(Exception):
+    """A Build step failed with `code` (already logged where a driver was involved)."""
+
+    def __init__(self, code: OH_NN_ReturnCode, message: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def OH_NNCompilation_Build(compilation: OH_NNCompilation | None) -> OH_NN_ReturnCode:
+    """capi.md 1.13: compile (or restore) on the chosen device; `compilation.built` on success."""
+    c = _compilation(compilation)
+    if c is None:
+        return OH_NN_INVALID_PARAMETER
+    with c.lock:
+        if c.destroyed or c.sources() > 1:
+            return OH_NN_INVALID_PARAMETER
+        if c.built is not None or c.building:
+            return OH_NN_OPERATION_FORBIDDEN
+        c.building = True
+        c.attempted = True
+        options = _Options(c.model, c.offline_path, c.offline_buffer, c.imported, c.device_id,
+                           c.cache_path, c.cache_version, c.performance, c.priority, c.float16,
+                           dict(c.extensions))
+    built = None
+    try:
+        built = _build(options)
+        code = OH_NN_SUCCESS
+    except _Failed as exc:
+        code = exc.code
+        if str(exc):
+            log.warning("OH_NNCompilation_Build: %s", exc)
+    except DriverGone as exc:
+        code = OH_NN_CONNECTION_EXCEPTION
+        log.warning("OH_NNCompilation_Build: %s", exc)
+    except Exception:
+        code = OH_NN_FAILED
+        log.exception("OH_NNCompilation_Build failed unexpectedly")
+    with c.lock:
+        c.building = False
+        if c.destroyed:
+            return OH_NN_INVALID_PARAMETER  # destroyed meanwhile: `built` is dropped, released
+        if code == OH_NN_SUCCESS:
+            c.built = built
+    return code
+
+
+def _build(o: _Options) -> BuiltModel:
+    device = find_device(o.device_id)
+    if device is None:
+        raise _Failed(OH_NN_FAILED, f"no device with ID {o.device_id}")
+    client = device.client()
+    _check_capabilities(device, client, o)
+    prefix = _model_name(o.extensions) if o.cache_path else ""
+    config = ht.ModelConfig(enableFloat16=o.float16, mode=o.performance, priority=o.priority,
+                            extensions=o.extensions)
+    if o.offline_path is not None or o.offline_buffer is not None:
+        return _build_offline(device, client, config, o)  # (a cache directory is not used)
+    if o.model is not None:
+        lowered = _lowered(o.model)
+        if o.cache_path:
+            return _build_with_cache(device, client, config, lowered, o.cache_path,
+                                     o.cache_version, prefix)
+        return _compile(device, client, config, lowered)
+    # ConstructForCache
+    if o.imported is not None:
+        try:
+            index, contents = model_cache.unpack(o.imported)
+        except CacheInvalid as exc:
+            raise _Failed(OH_NN_INVALID_FILE, f"imported cache rejected: {exc}") from exc
+        if index.device_id != device.id:
+            raise _Failed(OH_NN_INVALID_FILE, "the imported cache was made for another device")
+        return _restore(device, client, config, contents, None, index.model_digest)
+    if o.cache_path:
+        return _build_with_cache(device, client, config, None, o.cache_path, o.cache_version,
+                                 prefix)
+    raise _Failed(OH_NN_INVALID_PARAMETER, "a compilation for a cache has neither a cache "
+                  "directory nor an imported cache")
+
+
+def _supported(device: Device, what: str, query) -> bool:
+    """A capability query; its failure → UNAVAILABLE_DEVICE (performance mode: FAILED)."""
+    reply = query()
+    if reply.returnCode != NNRT_SUCCESS:
+        code = OH_NN_FAILED if what == "IsPerformanceModeSupported" else OH_NN_UNAVAILABLE_DEVICE
+        raise _Failed(code, f"{what} on {device.name} failed: {code_name(reply.returnCode)}")
+    return reply.isSupported
+
+
+def _check_capabilities(device: Device, client: DriverClient, o: _Options) -> None:
+    """capi.md 1.13 row 6 with 5.2: cache, float16, performance mode, priority."""
+    if o.uses_cache and not _supported(device, "IsModelCacheSupported",
+                                       client.is_model_cache_supported):
+        raise _Failed(OH_NN_OPERATION_FORBIDDEN, f"device {device.name} has no model cache")
+    if o.float16 and not _supported(device, "IsFloat16PrecisionSupported",
+                                    client.is_float16_precision_supported):
+        raise _Failed(OH_NN_UNAVAILABLE_DEVICE, f"device {device.name} has no float16 mode")
+    if o.performance != 0:
+        if not _supported(device, "IsPerformanceModeSupported",
+                          client.is_performance_mode_supported):
+            raise _Failed(OH_NN_UNAVAILABLE_DEVICE,
+                          f"device {device.name} has no performance modes")
+        if o.performance not in PERFORMANCE_MODES:
+            raise _Failed(OH_NN_INVALID_PARAMETER)
+    if o.priority != 0:
+        if not _supported(device, "IsPrioritySupported", client.is_priority_supported):
+            raise _Failed(OH_NN_UNAVAILABLE_DEVICE, f"device {device.name} has no priorities")
+        if o.priority not in PRIORITIES:
+            raise _Failed(OH_NN_INVALID_PARAMETER)
+
+
+def _model_name(extensions: dict[str, bytes]) -> str:
+    """The cache file-name prefix; INVALID_PARAMETER for one that cannot name a file."""
+    raw = extensions.get(MODEL_NAME)
+    if raw is None:
+        return ""
+    try:
+        name = raw.decode()
+    except UnicodeDecodeError:
+        name = None
+    if not name or "/" in name or "\0" in name:
+        raise _Failed(OH_NN_INVALID_PARAMETER,
+                      f"ModelName {raw!r} cannot prefix cache file names")
+    return name
+
+
+def _lowered(model: OH_NNModel) -> LoweredModel:
+    m = live(model, OH_NNModel)
+    if m is None:
+        raise _Failed(OH_NN_INVALID_PARAMETER, "the model was destroyed before Build")
+    with m.lock:
+        if m.destroyed or not m.finished:
+            raise _Failed(OH_NN_INVALID_PARAMETER, "the model is not finished")
+        return m.lowered()
+
+
+def _prepare_failed(what: str, device: Device, code: int) -> _Failed:
+    mapped = OH_NN_INVALID_PARAMETER if code in _CONFIG_REJECTED else OH_NN_FAILED
+    return _Failed(mapped, f"{what} on {device.name} failed: {code_name(code)}")
+
+
+def _compile(device: Device, client: DriverClient, config: ht.ModelConfig,
+             lowered: LoweredModel) -> BuiltModel:
+    """GetSupportedOperation + PrepareModel, the constants packed once for both."""
+    try:
+        with lowered.hdi.packed(client) as model:
+            supported = client.get_supported_operation(model)
+            if supported.returnCode != NNRT_SUCCESS:
+                raise _Failed(OH_NN_UNAVAILABLE_DEVICE, f"GetSupportedOperation on {device.name} "
+                              f"failed: {code_name(supported.returnCode)}")
+            ops = list(supported.ops)
+            if len(ops) != len(model.nodes) or not all(ops):
+                refused = [i for i, ok in enumerate(ops) if not ok]
+                raise _Failed(OH_NN_FAILED, f"device {device.name} cannot run operations "
+                              f"{refused or 'of the model'} ({len(ops)} answers for "
+                              f"{len(model.nodes)} nodes)")
+            reply = client.prepare_model(model, config)
+    except PrepareError as exc:
+        raise _Failed(OH_NN_FAILED, f"on {device.name}: {exc}") from exc
+    if reply.returnCode != NNRT_SUCCESS:
+        raise _prepare_failed("PrepareModel", device, reply.returnCode)
+    return _built(device, client, reply.preparedModelId, lowered.inputs, lowered.outputs,
+                  config, lowered, "model", None, None)
+
+
+def _built(device: Device, client: DriverClient, model_id: int, inputs: list[IODesc],
+           outputs: list[IODesc], config: ht.ModelConfig, lowered: LoweredModel | None,
+           source: str, contents: CacheContents | None, digest: str | None) -> BuiltModel:
+    """The BuiltModel of a prepared model (with its input ranges); released with it."""
+    try:
+        ranges = client.get_input_dim_ranges(model_id)
+    except DriverGone:
+        _release_prepared(client, model_id, device.name)
+        raise
+    mins: list[list[int]] = []
+    maxs: list[list[int]] = []
+    extra: dict[str, Any] = {"client": client, "config": config, "source": source,
+                             "cache": contents, "digest": digest}
+    if ranges.returnCode == NNRT_SUCCESS:
+        mins = [list(a.values) for a in ranges.minInputDims]
+        maxs = [list(a.values) for a in ranges.maxInputDims]
+    else:  # the executor asks again and answers GetInputDimRange with its code
+        log.warning("GetInputDimRanges on %s failed: %s", device.name,
+                    code_name(ranges.returnCode))
+        extra["dim_ranges_code"] = ranges.returnCode
+    built = BuiltModel(device, model_id, [_copy(d) for d in inputs], [_copy(d) for d in outputs],
+                       mins, maxs, lowered, extra)
+    finalizer = weakref.finalize(built, _release_prepared, client, model_id, device.name)
+    finalizer.atexit = False  # at exit the session ends, and with it the prepared model
+    extra["release"] = finalizer  # calling it releases now (once)
+    return built
+
+
+def _copy(desc: IODesc) -> IODesc:
+    return IODesc(desc.name, desc.data_type, list(desc.shape), desc.format)
+
+
+def _release_prepared(client: DriverClient, model_id: int, name: str) -> None:
+    """ReleasePreparedModel, when nothing (compilation, executor) holds the BuiltModel any more."""
+    if not client.alive:
+        return
+    try:
+        reply = client.release_prepared_model(model_id)
+    except DriverGone:
+        return
+    except Exception:  # called from a finalizer: never raise
+        log.exception("releasing prepared model %d on %s failed", model_id, name)
+        return
+    if reply.returnCode != NNRT_SUCCESS:
+        log.warning("ReleasePreparedModel %d on %s failed: %s", model_id, name,
+                    code_name(reply.returnCode))
+
+
+@contextmanager
+def _blobs_in_driver(client: DriverClient, device: Device,
+                     blobs: list[bytes]) -> Iterator[list[ht.SharedBuffer]]:
+    """The blobs back to back in one fresh driver buffer (released afterwards), as windows."""
+    total = sum(len(b) for b in blobs)
+    if total == 0:
+        raise _Failed(OH_NN_INVALID_FILE, "the cache holds no data")
+    code, memory = client.allocate_buffer(total)
+    if code != NNRT_SUCCESS or memory is None:
+        raise _Failed(OH_NN_FAILED,
+                      f"AllocateBuffer({total}) on {device.name} failed: {code_name(code)}")
+    try:
+        windows, offset = [], 0
+        for blob in blobs:
+            memory.view(offset, len(blob))[:] = blob
+            windows.append(memory.descriptor(offset, len(blob)))
+            offset += len(blob)
+        yield windows
+    finally:
+        descriptor = memory.descriptor()
+        memory.close()
+        if client.alive:
+            client.release_buffer(descriptor)
+
+
+def _build_offline(device: Device, client: DriverClient, config: ht.ModelConfig,
+                   o: _Options) -> BuiltModel:
+    """capi.md 1.2 / 1.3 "Ours": the offline model to the driver's PrepareOfflineModel."""
+    data = o.offline_buffer
+    if data is None:
+        path = Path(o.offline_path)
+        try:
+            if path.stat().st_size > MAX_OFFLINE_BYTES:
+                raise _Failed(OH_NN_INVALID_FILE, f"offline model {path} is larger than 1 GiB")
+            data = path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise _Failed(OH_NN_INVALID_PATH, f"offline model {path}: {exc.strerror}") from exc
+        except OSError as exc:
+            raise _Failed(OH_NN_INVALID_FILE,
+                          f"offline model {path}: {exc.strerror or exc}") from exc
+        if not data:
+            raise _Failed(OH_NN_INVALID_FILE, f"offline model {path} is empty")
+    with _blobs_in_driver(client, device, [data]) as windows:
+        reply = client.prepare_offline_model(windows, config)
+    if reply.returnCode != NNRT_SUCCESS:
+        raise _prepare_failed("PrepareOfflineModel", device, reply.returnCode)
+    # An offline model does not describe its inputs and outputs to the front end.
+    return _built(device, client, reply.preparedModelId, [], [], config, None, "offline", None, "")
+
+
+def _restore(device: Device, client: DriverClient, config: ht.ModelConfig,
+             contents: CacheContents, lowered: LoweredModel | None, digest: str) -> BuiltModel:
+    """PrepareModelFromModelCache; a driver that refuses the blobs → INVALID_FILE."""
+    with _blobs_in_driver(client, device, contents.blobs) as windows:
+        reply = client.prepare_model_from_model_cache(windows, config)
+    if reply.returnCode != NNRT_SUCCESS:
+        raise _Failed(OH_NN_INVALID_FILE, f"PrepareModelFromModelCache on {device.name} refused "
+                      f"the cache: {code_name(reply.returnCode)}")
+    inputs = lowered.inputs if lowered is not None else contents.inputs
+    outputs = lowered.outputs if lowered is not None else contents.outputs
+    return _built(device, client, reply.preparedModelId, inputs, outputs, config, lowered,
+                  "cache", contents, digest)
+
+
+@contextmanager
+def _dir_lock(path: str, exclusive: bool) -> Iterator[None]:
+    """flock on the directory itself: writers exclude readers and each other (processes
+    sharing a cache directory); where the filesystem cannot lock, go on without."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        except OSError as exc:
+            log.debug("cannot lock cache directory %s: %s", path, exc)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _build_with_cache(device: Device, client: DriverClient, config: ht.ModelConfig,
+                      lowered: LoweredModel | None, cache_path: str, version: int,
+                      prefix: str) -> BuiltModel:
+    """The cache-directory table of capi.md 1.9 (header contract, our decisions of 5.2)."""
+    if version == model_cache.INVALID_VERSION:
+        raise _Failed(OH_NN_INVALID_PARAMETER, "cache version UINT32_MAX is reserved")
+    directory = os.path.realpath(cache_path)
+    access = os.R_OK | os.X_OK | (os.W_OK if lowered is not None else 0)
+    if not os.path.isdir(directory) or not os.access(directory, access):
+        raise _Failed(OH_NN_INVALID_PATH,
+                      f"cache directory {cache_path!r} is missing or not accessible")
+    cache = CacheDir(directory, prefix)
+    digest = model_cache.model_digest(lowered)
+    try:
+        with _dir_lock(directory, exclusive=False):
+            index = cache.read_index()
+            if index is not None and index.version == version:
+                if index.device_id != device.id:
+                    raise CacheInvalid(f"made for device {index.device_id}, not {device.id}")
+                if lowered is not None and index.model_digest != digest:
+                    raise CacheInvalid("made from another model")
+                contents = cache.load(index)
+            else:
+                contents = None
+    except CacheInvalid as exc:
+        raise _Failed(OH_NN_INVALID_FILE, f"cache in {directory!r} (prefix {prefix!r}) rejected: "
+                      f"{exc}") from exc
+    except OSError as exc:
+        raise _Failed(OH_NN_INVALID_PATH, f"cache directory {cache_path!r}: {exc}") from exc
+    if index is not None and index.version > version:
+        raise _Failed(OH_NN_INVALID_PARAMETER, f"the cache in {directory!r} has version "
+                      f"{index.version}, newer than the requested {version}")
+    if contents is not None:
+        log.info("restoring the model from the cache in %s (version %d)", directory, version)
+        return _restore(device, client, config, contents, lowered, index.model_digest)
+    if lowered is None:
+        raise _Failed(OH_NN_INVALID_PARAMETER, f"no usable cache in {directory!r} (prefix "
+                      f"{prefix!r}, version {version}) and no model to compile")
+    built = _compile(device, client, config, lowered)
+    try:
+        code, contents, why = _driver_cache(client, built)
+        if code != OH_NN_SUCCESS:
+            raise _Failed(OH_NN_SAVE_CACHE_EXCEPTION, f"the compiled model cannot be saved: {why}")
+        try:
+            with _dir_lock(directory, exclusive=True):
+                cache.write(contents, version, device.id, digest)
+        except (OSError, ValueError) as exc:
+            raise _Failed(OH_NN_SAVE_CACHE_EXCEPTION, f"saving the cache in {directory!r} failed: "
+                          f"{exc}") from exc
+    except BaseException:
+        built.extra["release"]()  # the Build fails: no one will ever use this prepared model
+        raise
+    built.extra["cache"] = contents
+    built.extra["digest"] = digest
+    return built
+
+
+def OH_NNCompilation_Destroy(compilation: OH_NNCompilation | None) -> None:
+    """capi.md 1.14: free the compilation; executors made from it keep working."""
+    c = _compilation(compilation)
+    if c is None:
+        return None
+    with c.lock:
+        if c.destroyed:
+            return None
+        c.destroyed = True
+        built, c.built = c.built, None
+        c.model = None
+        c.offline_buffer = c.imported = c.exported = None
+    del built  # the prepared model is released once no executor holds it either
+    return None

@@ -1,0 +1,1 @@
+"""Tests of nnrt.client.capi, the OH_NN* C API in Python."""
