@@ -1,0 +1,138 @@
+"""Per-call overhead of the C API's OH_NNExecutor_RunSync over the raw HDI client Run.
+
+The same small model (a one-element ADD built through OH_NNModel_*, compiled with
+OH_NNCompilation_*), the same prepared model, the same shared-memory tensors, measured side
+by side in one run in interleaved rounds:
+
+  raw   DriverClient.run(model_id, inputs, outputs) with IOTensor messages built once;
+  capi  OH_NNExecutor_RunSync(executor, [in], 1, [out], 1) — argument checks, IOTensors
+        from the NN_Tensors, the driver call, output shapes written back;
+  async OH_NNExecutor_RunAsync → NN_OnRunDone, one run at a time (for reference).
+
+Prints the median of each and the ratio capi / raw.
+
+    python benchmarks/capi_overhead.py [--rounds 7] [--calls 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import threading
+import time
+
+import numpy as np
+
+from nnrt.client import capi
+from nnrt.client.capi.tensor import io_tensor
+from nnrt.client.embedded import EmbeddedDrivers
+from nnrt.client.hdi import DriverClient
+
+
+def u32(values: list[int]) -> capi.OH_NN_UInt32Array:
+    return capi.OH_NN_UInt32Array(data=values or None, size=len(values))
+
+
+def desc(shape: list[int]) -> capi.NN_TensorDesc:
+    d = capi.OH_NNTensorDesc_Create()
+    capi.OH_NNTensorDesc_SetDataType(d, capi.OH_NN_FLOAT32)
+    capi.OH_NNTensorDesc_SetShape(d, shape, len(shape))
+    return d
+
+
+def build_executor() -> capi.OH_NNExecutor:
+    """y = x + 1 on one float32 element, through the C API."""
+    model = capi.OH_NNModel_Construct()
+    for _ in range(3):
+        d = desc([1])
+        assert capi.OH_NNModel_AddTensorToModel(model, d) == 0
+        capi.OH_NNTensorDesc_Destroy(d)
+    one = np.ones(1, np.float32)
+    assert capi.OH_NNModel_SetTensorData(model, 1, one, one.nbytes) == 0
+    assert capi.OH_NNModel_AddOperation(model, capi.OH_NN_OPS_ADD, u32([]), u32([0, 1]),
+                                        u32([2])) == 0
+    assert capi.OH_NNModel_SpecifyInputsAndOutputs(model, u32([0]), u32([2])) == 0
+    assert capi.OH_NNModel_Finish(model) == 0
+    compilation = capi.OH_NNCompilation_Construct(model)
+    assert capi.OH_NNCompilation_SetDevice(compilation, 0) == 0
+    assert capi.OH_NNCompilation_Build(compilation) == 0
+    executor = capi.OH_NNExecutor_Construct(compilation)
+    assert executor is not None
+    capi.OH_NNCompilation_Destroy(compilation)
+    capi.OH_NNModel_Destroy(model)
+    return executor
+
+
+def timed(fn, calls: int) -> float:
+    """Median seconds per call over `calls` calls."""
+    samples = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=400, help="calls per round and path")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    with EmbeddedDrivers(["cpu"]) as directory:
+        os.environ["NNRT_RUNTIME_DIR"] = str(directory)
+        executor = build_executor()
+        d = desc([1])
+        tin, tout = capi.OH_NNTensor_Create(0, d), capi.OH_NNTensor_Create(0, d)
+        capi.OH_NNTensorDesc_Destroy(d)
+        np.frombuffer(capi.OH_NNTensor_GetDataBuffer(tin), np.float32)[:] = 41.0
+
+        # The raw path: the executor's own session and prepared model, the same buffers.
+        client: DriverClient
+        client, model_id = executor.session()
+        raw_in, raw_out = [io_tensor(tin)], [io_tensor(tout)]
+
+        def run_raw() -> None:
+            assert client.run(model_id, raw_in, raw_out).returnCode == 0
+
+        def run_capi() -> None:
+            assert capi.OH_NNExecutor_RunSync(executor, [tin], 1, [tout], 1) == 0
+
+        done = threading.Event()
+        capi.OH_NNExecutor_SetOnRunDone(executor, lambda *a: done.set())
+
+        def run_async() -> None:
+            done.clear()
+            assert capi.OH_NNExecutor_RunAsync(executor, [tin], 1, [tout], 1, 5000, 1) == 0
+            assert done.wait(5)
+
+        for fn in (run_raw, run_capi, run_async):
+            for _ in range(50):
+                fn()  # warm up
+        assert np.frombuffer(capi.OH_NNTensor_GetDataBuffer(tout), np.float32)[0] == 42.0
+
+        rows: dict[str, list[float]] = {"raw": [], "capi": [], "async": []}
+        for _ in range(args.rounds):  # interleaved: the machine's noise hits all alike
+            rows["raw"].append(timed(run_raw, args.calls))
+            rows["capi"].append(timed(run_capi, args.calls))
+            rows["async"].append(timed(run_async, args.calls))
+        med = {k: statistics.median(v) for k, v in rows.items()}
+
+        capi.OH_NNTensor_Destroy(tin)
+        capi.OH_NNTensor_Destroy(tout)
+        capi.OH_NNExecutor_Destroy(executor)
+
+    print(f"{'measurement (1-element ADD, same driver)':48s} {'median':>10s}  ratio")
+    print(f"{'raw HDI client DriverClient.run':48s} {med['raw'] * 1e6:7.1f} us  1.00")
+    print(f"{'capi OH_NNExecutor_RunSync':48s} {med['capi'] * 1e6:7.1f} us  "
+          f"{med['capi'] / med['raw']:.2f}  (+{(med['capi'] - med['raw']) * 1e6:.1f} us per call)")
+    print(f"{'capi OH_NNExecutor_RunAsync -> NN_OnRunDone':48s} {med['async'] * 1e6:7.1f} us  "
+          f"{med['async'] / med['raw']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
