@@ -10,30 +10,35 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 import numpy as np
 
 from nnrt.client.demo import run_demo
+from nnrt.client.devices import registry
 from nnrt.client.embedded import find_or_start
+from nnrt.server.runtime_dir import ENV as RUNTIME_ENV
 
 log = logging.getLogger("nnrt")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     directory, embedded = find_or_start()
+    os.environ[RUNTIME_ENV] = str(directory)  # the front end finds its devices there
     try:
-        result = run_demo(directory, args.driver)
+        result = run_demo(args.device)
     finally:
+        registry().close()  # end our sessions before the drivers go
         if embedded is not None:
             embedded.stop()
     np.set_printoptions(precision=4, suppress=True)
     where = (f"{directory} (embedded driver started for this run, now stopped)"
              if embedded is not None else f"{directory} (running drivers)")
     print(f"runtime dir:   {where}")
-    print(f"device:        {result.device}, driver '{args.driver}' in its own process")
-    print(f"model:         MLP 16 -> 32 (ReLU) -> 10 (softmax), batch 4")
-    print(f"prepare:       {result.prepare_ms:.1f} ms   run: {result.run_ms:.2f} ms")
+    print(f"device:        {result.device} (its driver runs in its own process)")
+    print("model:         MLP 16 -> 32 (ReLU) -> 10 (softmax), batch 4, via nnrt.client")
+    print(f"compile:       {result.compile_ms:.1f} ms   run: {result.run_ms:.2f} ms")
     print("probabilities:")
     print(result.probabilities)
     ok = result.max_error < 1e-5
@@ -46,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the main job end to end")
-    demo.add_argument("--driver", default="cpu", help="driver name (default cpu)")
+    demo.add_argument("--device", help="device name (default: the first device)")
     demo.set_defaults(func=cmd_demo)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

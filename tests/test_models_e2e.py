@@ -5,13 +5,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnrt.client.demo import mlp
+from nnrt.client.demo import mlp_weights, numpy_mlp
 from nnrt.client.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.errors import NNRT_SUCCESS
 
 RNG = np.random.default_rng(2024)
+
+
+def mlp(batch: int, sizes: tuple[int, int, int], seed: int = 7):
+    """An HDI MLP (FullConnection+ReLU, FullConnection, Softmax) and its numpy reference."""
+    n_in, n_hidden, n_out = sizes
+    w1, b1, w2, b2 = mlp_weights(sizes, seed)
+    b = HdiModelBuilder("mlp")
+    x = b.input("x", np.float32, [batch, n_in])
+    h = b.tensor("hidden", np.float32, [batch, n_hidden])
+    logits = b.tensor("logits", np.float32, [batch, n_out])
+    probs = b.tensor("probabilities", np.float32, [batch, n_out])
+    b.node(na.NODE_TYPE_FULL_CONNECTION, [x, b.constant("w1", w1), b.constant("b1", b1)], [h],
+           na.FullConnection(hasBias=True, activationType=ht.ACTIVATION_TYPE_RELU))
+    b.node(na.NODE_TYPE_FULL_CONNECTION, [h, b.constant("w2", w2), b.constant("b2", b2)],
+           [logits], na.FullConnection(hasBias=True))
+    b.node(na.NODE_TYPE_SOFTMAX, [logits], [probs], na.Softmax(axis=[-1]))
+    b.mark_outputs(probs)
+
+    return b, lambda inputs: numpy_mlp(inputs, w1, b1, w2, b2)
 
 
 def f32(*shape, scale=1.0):
