@@ -38,7 +38,7 @@ from tests.capi.util_compilation import (
     start_feature_drivers,
     use_runtime,
 )
-from tests.conftest import start_driver
+from tests.conftest import start_driver, wait_until
 
 SUCCESS = capi.OH_NN_SUCCESS
 FAILED = capi.OH_NN_FAILED
@@ -231,12 +231,20 @@ def test_export_on_a_device_without_cache_is_unsupported(broken, model) -> None:
         (UNSUPPORTED, None)
 
 
-def test_export_with_the_cpu_driver(rt, model) -> None:
-    """The CPU driver answers IsModelCacheSupported = false (for now): UNSUPPORTED."""
+def test_export_and_import_with_the_cpu_driver(rt, model) -> None:
+    """The real CPU driver's cache through ExportCacheToBuffer / ImportCacheFromBuffer."""
+    assert cpu_has_cache()
     code, c = build(model)  # device 0: the CPU driver
     assert code == SUCCESS
-    code, size = capi.OH_NNCompilation_ExportCacheToBuffer(c, bytearray(1 << 16), 1 << 16)
-    assert code == (SUCCESS if cpu_has_cache() else UNSUPPORTED)
+    buffer = bytearray(1 << 16)
+    code, size = capi.OH_NNCompilation_ExportCacheToBuffer(c, buffer, len(buffer))
+    assert code == SUCCESS and 0 < size < len(buffer)
+    restored = capi.OH_NNCompilation_ConstructForCache()
+    assert capi.OH_NNCompilation_SetDevice(restored, CPU_ID) == SUCCESS
+    assert capi.OH_NNCompilation_ImportCacheFromBuffer(restored, bytes(buffer[:size]), size) \
+        == SUCCESS
+    assert capi.OH_NNCompilation_Build(restored) == SUCCESS
+    np.testing.assert_allclose(run_add(restored, X), X + W)
 
 
 def test_export_then_import_round_trip(rt, model) -> None:
@@ -653,10 +661,25 @@ def test_cache_on_a_device_without_cache_is_forbidden(broken, model, tmp_path) -
     assert code == FORBIDDEN and os.listdir(cache_dir(tmp_path)) == []
 
 
-def test_cache_with_the_cpu_driver(rt, model, tmp_path) -> None:
-    """The CPU driver answers IsModelCacheSupported = false (for now): FORBIDDEN."""
-    code, c = cached_build(model, cache_dir(tmp_path), 1, device_id=0)
-    assert code == (SUCCESS if cpu_has_cache() else FORBIDDEN)
+def test_cache_with_the_cpu_driver(rt, shared_driver, model, tmp_path) -> None:
+    """Build with a cache dir on the real CPU driver, rebuild from it (the driver's
+    PrepareModelFromModelCache is what prepares it), results equal; a damaged cache is
+    detected."""
+    path = cache_dir(tmp_path)
+    code, first = cached_build(model, path, 1, device_id=CPU_ID)
+    assert code == SUCCESS and first.built.extra["source"] == "model"
+    from_cache_before = shared_driver.log().count("from its cache")
+    code, second = cached_build(model, path, 1, device_id=CPU_ID)
+    assert code == SUCCESS and second.built.extra["source"] == "cache"
+    assert wait_until(lambda: shared_driver.log().count("from its cache") > from_cache_before, 2)
+    np.testing.assert_array_equal(run_add(second, X), run_add(first, X))
+    np.testing.assert_allclose(run_add(second, X), X + W)
+    blob = path / "0.nncache"
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0x04
+    blob.write_bytes(bytes(data))
+    code, third = cached_build(model, path, 1, device_id=CPU_ID)
+    assert code == INVALID_FILE and third.built is None
 
 
 def test_empty_cache_path_means_no_cache(broken, model) -> None:
