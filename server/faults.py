@@ -5,38 +5,76 @@
   work it was told to drop.
 * `--fault-run-hang`: every Run blocks forever and ignores cancellation: a wedged device.
 * `--fault-exit-on-run N` / `--fault-exit-on-prepare N`: the process kills itself with
-  SIGKILL at the start of the Nth Run / Prepare* call (counted from 1 over the process):
-  a crash, with no cleanup at all — sockets stay on disk, clients see end-of-file.
+  SIGKILL at the start of the Nth Run / Prepare* call (counted from 1, from the start of
+  the process or from the SetFaults that set them): a crash, with no cleanup at all —
+  sockets stay on disk, clients see end-of-file.
+* `--fault-exit-on-run-probability P`: SIGKILL at the start of any Run with probability P
+  (random draws seeded by `--fault-seed N`, for reproducible tests).
+* `--fault-exit-on-export-cache`: SIGKILL in ExportModelCache, once the model is found.
+* `--fault-device-status S`: GetDeviceStatus answers S (available, busy, offline, unknown).
+* `--fault-device-busy`: Prepare* and Run answer NNRT_DEVICE_BUSY before doing anything (a
+  refused call is not counted by the exit-on-Nth faults).
+* `--fault-corrupt-exported-cache`: model-cache blobs serialised while it is in force get
+  their last byte flipped, so PrepareModelFromModelCache refuses them later with
+  NNRT_INVALID_MODEL_CACHE (blobs exported before stay as they are: a model is serialised
+  once).
+* `--fault-slow-start-ms N`: the driver waits N ms before it claims its sockets (applied by
+  main.py; start-time only, so not part of the runtime configuration).
+
+The faults in force are one immutable `Faults` value that `FaultInjection.apply` replaces
+atomically (the admin service's SetFaults); every hook reads one snapshot, so a call never
+sees half of an old configuration and half of a new one. Applying restarts the counters of
+the exit-on-Nth faults. Whether faults may be changed at runtime at all (`allowed`) is
+decided once, at start: `--fault-injection` or any `--fault-*` option.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.device import CancelCheck
-from nnrt.server.errors import NNRT_TIME_OUT, DriverError
+from nnrt.server.errors import NNRT_DEVICE_BUSY, NNRT_TIME_OUT, DriverError
 
 log = logging.getLogger(__name__)
 
+# --fault-device-status names -> HDI DeviceStatus codes
+DEVICE_STATUS = {"available": ht.AVAILABLE, "busy": ht.BUSY, "offline": ht.OFFLINE,
+                 "unknown": ht.UNKNOWN}
 
-@dataclass
-class FaultInjection:
+
+@dataclass(frozen=True)
+class Faults:
+    """The faults in force at one moment; the default value injects nothing."""
+
     run_delay_ms: int = 0
     run_hang: bool = False
     exit_on_run: int = 0
     exit_on_prepare: int = 0
-    _runs: int = field(default=0, init=False)
-    _prepares: int = field(default=0, init=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    exit_on_run_probability: float = 0.0
+    exit_on_export_cache: bool = False
+    device_status: int | None = None  # an HDI DeviceStatus code; None = the device's own
+    device_busy: bool = False
+    corrupt_exported_cache: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("run_delay_ms", "exit_on_run", "exit_on_prepare"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        if not 0.0 <= self.exit_on_run_probability <= 1.0:
+            raise ValueError("exit_on_run_probability must be within [0, 1]")
+        if self.device_status is not None and self.device_status not in DEVICE_STATUS.values():
+            raise ValueError(f"device_status {self.device_status} is no DeviceStatus")
 
     @property
-    def enabled(self) -> bool:
-        return bool(self.run_delay_ms or self.run_hang or self.exit_on_run or self.exit_on_prepare)
+    def any(self) -> bool:
+        return self != Faults()
 
     def describe(self) -> str:
         parts = []
@@ -48,37 +86,129 @@ class FaultInjection:
             parts.append(f"SIGKILL on Run #{self.exit_on_run}")
         if self.exit_on_prepare:
             parts.append(f"SIGKILL on Prepare #{self.exit_on_prepare}")
-        return ", ".join(parts)
+        if self.exit_on_run_probability:
+            parts.append(f"SIGKILL on any Run with probability {self.exit_on_run_probability:g}")
+        if self.exit_on_export_cache:
+            parts.append("SIGKILL on ExportModelCache")
+        if self.device_status is not None:
+            parts.append(f"device status reported as {ht.DeviceStatus.Name(self.device_status)}")
+        if self.device_busy:
+            parts.append("Prepare* and Run answer NNRT_DEVICE_BUSY")
+        if self.corrupt_exported_cache:
+            parts.append("exported model caches corrupted")
+        return ", ".join(parts) or "none"
+
+
+class FaultInjection:
+    """The faults in force, changeable at runtime, and the hooks the servicers call."""
+
+    def __init__(self, faults: Faults | None = None, *, allowed: bool | None = None,
+                 seed: int | None = None, slow_start_ms: int = 0, **fields) -> None:
+        """`FaultInjection(run_delay_ms=500)` or `FaultInjection(Faults(...), allowed=True)`.
+
+        `allowed` (may SetFaults change the faults?) defaults to whether any fault is set.
+        """
+        if faults is None:
+            faults = Faults(**fields)
+        elif fields:
+            raise TypeError("give a Faults value or its fields, not both")
+        if slow_start_ms < 0:
+            raise ValueError("slow_start_ms must be >= 0")
+        self._faults = faults
+        self.slow_start_ms = slow_start_ms
+        self.seed = seed
+        self.allowed = bool(faults.any or slow_start_ms or seed is not None) if allowed is None \
+            else allowed
+        self._random = random.Random(seed)
+        self._runs = 0
+        self._prepares = 0
+        self._lock = threading.Lock()
+
+    # -- the configuration ---------------------------------------------------------------
+
+    @property
+    def faults(self) -> Faults:
+        return self._faults
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any fault is in force now."""
+        return self._faults.any
+
+    def describe(self) -> str:
+        text = self._faults.describe()
+        if self.slow_start_ms:
+            text = f"start delayed {self.slow_start_ms} ms, {text}"
+        return text
+
+    def apply(self, faults: Faults) -> None:
+        """Replace the faults in force (the caller checked `allowed`); the counters restart,
+        and so do the random draws when a seed was given."""
+        with self._lock:
+            self._faults = faults
+            self._runs = 0
+            self._prepares = 0
+            if self.seed is not None:
+                self._random.seed(self.seed)
+
+    # -- hooks -----------------------------------------------------------------------------
 
     def _crash(self, what: str) -> None:
         log.critical("FAULT INJECTION: killing this driver (SIGKILL) at %s", what)
         logging.shutdown()
         os.kill(os.getpid(), signal.SIGKILL)
 
+    def device_status(self, real: int) -> int:
+        override = self._faults.device_status
+        return real if override is None else override
+
     def on_prepare(self) -> None:
-        if not self.exit_on_prepare:
+        if not self._faults.any:
             return
-        with self._lock:
+        with self._lock:  # the snapshot and its counter together
+            faults = self._faults
+            if faults.device_busy:
+                raise DriverError(NNRT_DEVICE_BUSY, "device busy (fault injection)")
             self._prepares += 1
             count = self._prepares
-        if count == self.exit_on_prepare:
+        if faults.exit_on_prepare and count == faults.exit_on_prepare:
             self._crash(f"Prepare #{count}")
 
     def on_run(self, cancelled: CancelCheck) -> None:
-        if not self.enabled:
+        if not self._faults.any:
             return
         with self._lock:
+            faults = self._faults
+            if faults.device_busy:
+                raise DriverError(NNRT_DEVICE_BUSY, "device busy (fault injection)")
             self._runs += 1
             count = self._runs
-        if self.exit_on_run and count == self.exit_on_run:
+            draw = self._random.random() if faults.exit_on_run_probability else 1.0
+        if faults.exit_on_run and count == faults.exit_on_run:
             self._crash(f"Run #{count}")
-        if self.run_hang:
+        if draw < faults.exit_on_run_probability:
+            self._crash(f"Run #{count} (probability {faults.exit_on_run_probability:g})")
+        if faults.run_hang:
             log.warning("FAULT INJECTION: Run #%d hangs", count)
             threading.Event().wait()
-        if self.run_delay_ms:
-            deadline = time.monotonic() + self.run_delay_ms / 1000
+        if faults.run_delay_ms:
+            deadline = time.monotonic() + faults.run_delay_ms / 1000
             while (left := deadline - time.monotonic()) > 0:
                 if cancelled():
                     log.info("Run #%d abandoned during its injected delay", count)
                     raise DriverError(NNRT_TIME_OUT, f"run #{count} abandoned: its caller gave up")
                 time.sleep(min(left, 0.002))
+
+    def on_export_cache(self) -> None:
+        if self._faults.exit_on_export_cache:
+            self._crash("ExportModelCache")
+
+    def exported_blob(self, blob: bytes) -> bytes:
+        """A model-cache blob as it leaves the driver: corrupted when that fault is in force."""
+        if not self._faults.corrupt_exported_cache or not blob:
+            return blob
+        log.warning("FAULT INJECTION: flipping the last byte of a %d-byte model cache", len(blob))
+        corrupted = bytearray(blob)
+        corrupted[-1] ^= 0xFF
+        return bytes(corrupted)
+

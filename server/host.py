@@ -2,7 +2,8 @@
 
 `DriverHost.start()` claims `<name>.sock` and `<name>.session` in the runtime directory
 (refusing when a live driver already answers there, removing stale sockets of a dead one),
-serves the HDI services plus gRPC reflection and `grpc.health.v1`, and marks itself
+serves the HDI services and nnrt's admin service (server/admin.py) plus gRPC reflection and
+`grpc.health.v1`, and marks itself
 SERVING. `stop(grace)` marks NOT_SERVING, refuses new calls, lets calls in flight finish for
 up to `grace` seconds, ends every session and removes both sockets.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,17 +21,20 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from nnrt.protos import hdi_pb2, hdi_pb2_grpc
+from nnrt.protos import admin_pb2_grpc, hdi_pb2, hdi_pb2_grpc
+from nnrt.server import admin
 from nnrt.server.device import Device
 from nnrt.server.faults import FaultInjection
 from nnrt.server.runtime_dir import grpc_socket, session_socket
 from nnrt.server.servicers import DeviceServicer, PreparedModelServicer
 from nnrt.server.sessions import SessionChannelServer, SessionRegistry
+from nnrt.server.stats import RunStats
 
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAMES = tuple(s.full_name for s in hdi_pb2.DESCRIPTOR.services_by_name.values())
+HDI_SERVICE_NAMES = tuple(s.full_name for s in hdi_pb2.DESCRIPTOR.services_by_name.values())
+SERVICE_NAMES = (*HDI_SERVICE_NAMES, admin.SERVICE_NAME)  # reflected, and SERVING in health
 MAX_MESSAGE_BYTES = 64 << 20  # descriptors only, but a big graph has many tensors and nodes
 
 
@@ -66,6 +71,8 @@ class DriverHost:
         self.runtime_dir = runtime_dir
         self.faults = faults or FaultInjection()
         self.sessions = SessionRegistry()
+        self.stats = RunStats()  # Run counters, reported by the admin service
+        self.created = time.monotonic()  # uptime is counted from here
         self.health = health.HealthServicer()
         self._workers = workers
         self._server: grpc.Server | None = None
@@ -86,7 +93,10 @@ class DriverHost:
         hdi_pb2_grpc.add_INnrtDeviceServicer_to_server(
             DeviceServicer(self.device, self.sessions, self.faults), server)
         hdi_pb2_grpc.add_IPreparedModelServicer_to_server(
-            PreparedModelServicer(self.sessions, self.faults), server)
+            PreparedModelServicer(self.sessions, self.faults, self.stats), server)
+        admin_pb2_grpc.add_NnrtAdminServicer_to_server(
+            admin.AdminServicer(self.device, self.name, self.sessions, self.faults, self.stats,
+                                self.created), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

@@ -3,6 +3,7 @@
     nnrt-driver cpu                       # $NNRT_RUNTIME_DIR/cpu.sock (+ cpu.session)
     nnrt-driver cpu --name cpu1 --runtime-dir /tmp/rt
     nnrt-driver cpu --fault-run-delay-ms 500
+    nnrt-driver cpu --fault-injection     # no fault yet; the admin SetFaults may set some
 
 SIGTERM or SIGINT: stop accepting, let calls in flight finish (up to --grace seconds),
 remove the sockets, exit 0. Exit codes: 0 clean stop, 1 failed to start, 2 bad usage,
@@ -20,7 +21,7 @@ import threading
 from pathlib import Path
 
 from nnrt.drivers import DEVICE_KINDS, load_device
-from nnrt.server.faults import FaultInjection
+from nnrt.server.faults import DEVICE_STATUS, FaultInjection, Faults
 from nnrt.server.host import DriverAlreadyRunning, DriverHost
 from nnrt.server.runtime_dir import runtime_dir
 
@@ -47,11 +48,51 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="SIGKILL this process at the Nth Run")
     faults.add_argument("--fault-exit-on-prepare", type=int, default=0, metavar="N",
                         help="SIGKILL this process at the Nth Prepare* call")
+    faults.add_argument("--fault-injection", action="store_true",
+                        help="allow the admin service's SetFaults to change faults at runtime "
+                             "(implied by every --fault-* option)")
+    faults.add_argument("--fault-exit-on-run-probability", type=float, default=0.0, metavar="P",
+                        help="SIGKILL this process at any Run with probability P")
+    faults.add_argument("--fault-seed", type=int, default=None, metavar="N",
+                        help="seed of the random draws (reproducible probabilistic faults)")
+    faults.add_argument("--fault-exit-on-export-cache", action="store_true",
+                        help="SIGKILL this process while exporting a model cache")
+    faults.add_argument("--fault-device-status", choices=sorted(DEVICE_STATUS),
+                        help="what GetDeviceStatus reports")
+    faults.add_argument("--fault-device-busy", action="store_true",
+                        help="Prepare* and Run answer NNRT_DEVICE_BUSY")
+    faults.add_argument("--fault-corrupt-exported-cache", action="store_true",
+                        help="flip a byte of every exported model cache")
+    faults.add_argument("--fault-slow-start-ms", type=int, default=0, metavar="N",
+                        help="wait N ms before claiming the sockets and serving")
     args = parser.parse_args(argv)
-    for option in ("fault_run_delay_ms", "fault_exit_on_run", "fault_exit_on_prepare"):
+    for option in ("fault_run_delay_ms", "fault_exit_on_run", "fault_exit_on_prepare",
+                   "fault_slow_start_ms"):
         if getattr(args, option) < 0:
             parser.error(f"--{option.replace('_', '-')} must be >= 0")
+    if not 0.0 <= args.fault_exit_on_run_probability <= 1.0:
+        parser.error("--fault-exit-on-run-probability must be within [0, 1]")
     return args
+
+
+def fault_injection(args: argparse.Namespace) -> FaultInjection:
+    """The FaultInjection the options ask for; allowed at runtime when any of them is given."""
+    faults = Faults(
+        run_delay_ms=args.fault_run_delay_ms,
+        run_hang=args.fault_run_hang,
+        exit_on_run=args.fault_exit_on_run,
+        exit_on_prepare=args.fault_exit_on_prepare,
+        exit_on_run_probability=args.fault_exit_on_run_probability,
+        exit_on_export_cache=args.fault_exit_on_export_cache,
+        device_status=None if args.fault_device_status is None
+        else DEVICE_STATUS[args.fault_device_status],
+        device_busy=args.fault_device_busy,
+        corrupt_exported_cache=args.fault_corrupt_exported_cache,
+    )
+    allowed = (args.fault_injection or faults.any or args.fault_slow_start_ms > 0
+               or args.fault_seed is not None)
+    return FaultInjection(faults, allowed=allowed, seed=args.fault_seed,
+                          slow_start_ms=args.fault_slow_start_ms)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,20 +101,21 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level, stream=sys.stderr,
         format=f"%(asctime)s nnrt-driver[{args.name or args.kind}] %(levelname)s %(name)s: %(message)s",
     )
-    faults = FaultInjection(
-        run_delay_ms=args.fault_run_delay_ms,
-        run_hang=args.fault_run_hang,
-        exit_on_run=args.fault_exit_on_run,
-        exit_on_prepare=args.fault_exit_on_prepare,
-    )
-    if faults.enabled:
-        log.warning("FAULT INJECTION ENABLED: %s", faults.describe())
+    faults = fault_injection(args)
+    if faults.allowed:
+        log.warning("FAULT INJECTION ENABLED (SetFaults allowed); in force: %s", faults.describe())
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
         device = load_device(args.kind)
         host = DriverHost(device, args.runtime_dir or runtime_dir(), args.name or args.kind, faults)
+        if faults.slow_start_ms:
+            log.warning("FAULT INJECTION: waiting %d ms before serving", faults.slow_start_ms)
+            if stop.wait(faults.slow_start_ms / 1000):
+                log.info("stopped before serving")
+                device.close()
+                return 0
         host.start()
     except DriverAlreadyRunning as exc:
         log.error("%s", exc)

@@ -25,13 +25,17 @@ from nnrt.server.errors import (
     NNRT_FAILED,
     NNRT_INVALID_BUFFER,
     NNRT_MEMORY_ERROR,
+    NNRT_CANCELLED,
     NNRT_NOT_SUPPORT,
+    NNRT_SUCCESS,
+    NNRT_TIME_OUT,
     DriverError,
 )
 from nnrt.server.faults import FaultInjection
 from nnrt.server.model_validation import build_graph, validate_config
 from nnrt.server.session_channel import METADATA_KEY
 from nnrt.server.sessions import PreparedEntry, Session, SessionRegistry
+from nnrt.server.stats import RunStats
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +124,7 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
 
     @hdi_method(pb.DeviceStatusReply, session=False)
     def GetDeviceStatus(self, request, context):
-        return pb.DeviceStatusReply(status=self.device.status())
+        return pb.DeviceStatusReply(status=self.faults.device_status(self.device.status()))
 
     @hdi_method(pb.IsSupportedReply, session=False)
     def IsFloat16PrecisionSupported(self, request, context):
@@ -212,10 +216,30 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
         return pb.ReturnCodeReply()
 
 
+def _counted(handler: Callable) -> Callable:
+    """Count a Run handler's calls in the servicer's RunStats (see server/stats.py)."""
+
+    @functools.wraps(handler)
+    def run(self, request, context):
+        self.stats.started()
+        reply = None
+        try:
+            reply = handler(self, request, context)
+            return reply
+        finally:
+            code = NNRT_FAILED if reply is None else reply.returnCode
+            gone = code in (NNRT_TIME_OUT, NNRT_CANCELLED) or not context.is_active()
+            self.stats.finished(succeeded=code == NNRT_SUCCESS, abandoned=gone)
+
+    return run
+
+
 class PreparedModelServicer(rpc.IPreparedModelServicer):
-    def __init__(self, sessions: SessionRegistry, faults: FaultInjection) -> None:
+    def __init__(self, sessions: SessionRegistry, faults: FaultInjection,
+                 stats: RunStats | None = None) -> None:
         self.sessions = sessions
         self.faults = faults
+        self.stats = stats or RunStats()
 
     @hdi_method(pb.VersionReply)
     def GetVersion(self, request, context, session):
@@ -225,8 +249,9 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
     @hdi_method(pb.ExportModelCacheReply)
     def ExportModelCache(self, request, context, session):
         entry = session.prepared(request.preparedModelId)
+        self.faults.on_export_cache()
         if not entry.cache:  # serialised once; later calls hand out the same buffers
-            for blob in entry.model.export_cache():
+            for blob in map(self.faults.exported_blob, entry.model.export_cache()):
                 region = SharedRegion.allocate(len(blob))
                 region.array(0, "u1", len(blob))[:] = memoryview(blob)
                 entry.cache.append(session.buffers.add(region))
@@ -244,6 +269,7 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
             maxInputDims=[ht.UInt32Array(values=d) for d in entry.max_dims],
         )
 
+    @_counted
     @hdi_method(pb.RunReply)
     def Run(self, request, context, session):
         entry = session.prepared(request.preparedModelId)

@@ -1,0 +1,110 @@
+"""`nnrt.admin.v1.NnrtAdmin` (protos/admin.proto): status and runtime fault injection.
+
+Served by every driver on its gRPC socket beside the HDI services. Neither method needs a
+session: the socket's mode (0660) is the access control, as for the device queries.
+
+* `GetStatus`: the driver's identity, pid and uptime, its Run counters (server/stats.py),
+  every open session with the buffers, bytes and prepared models it holds, and the faults
+  in force.
+* `SetFaults`: replaces the faults in force — only on a driver started with fault
+  injection enabled (`--fault-injection` or any `--fault-*` option); otherwise refused
+  with HDF_ERR_NOPERM and a log line. Every change is logged at WARNING. A config out of
+  range (probability outside [0, 1], an unknown device status) is refused with
+  HDF_ERR_INVALID_PARAM and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from nnrt.protos import admin_pb2 as pb
+from nnrt.protos import admin_pb2_grpc as rpc
+from nnrt.server.device import Device
+from nnrt.server.errors import HDF_ERR_INVALID_PARAM, HDF_ERR_NOPERM, NNRT_FAILED
+from nnrt.server.faults import FaultInjection, Faults
+from nnrt.server.sessions import SessionRegistry
+from nnrt.server.stats import RunStats
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["NnrtAdmin"].full_name
+
+
+def faults_to_proto(faults: Faults) -> pb.FaultConfig:
+    return pb.FaultConfig(
+        runDelayMs=faults.run_delay_ms,
+        runHang=faults.run_hang,
+        exitOnRun=faults.exit_on_run,
+        exitOnPrepare=faults.exit_on_prepare,
+        exitOnRunProbability=faults.exit_on_run_probability,
+        exitOnExportCache=faults.exit_on_export_cache,
+        deviceStatus=0 if faults.device_status is None else faults.device_status + 1,
+        deviceBusy=faults.device_busy,
+        corruptExportedCache=faults.corrupt_exported_cache,
+    )
+
+
+def faults_from_proto(config: pb.FaultConfig) -> Faults:
+    """The Faults a FaultConfig asks for; ValueError when it is out of range."""
+    return Faults(
+        run_delay_ms=config.runDelayMs,
+        run_hang=config.runHang,
+        exit_on_run=config.exitOnRun,
+        exit_on_prepare=config.exitOnPrepare,
+        exit_on_run_probability=config.exitOnRunProbability,
+        exit_on_export_cache=config.exitOnExportCache,
+        device_status=None if config.deviceStatus == 0 else config.deviceStatus - 1,
+        device_busy=config.deviceBusy,
+        corrupt_exported_cache=config.corruptExportedCache,
+    )
+
+
+class AdminServicer(rpc.NnrtAdminServicer):
+    def __init__(self, device: Device, name: str, sessions: SessionRegistry,
+                 faults: FaultInjection, stats: RunStats, started: float | None = None) -> None:
+        self.device = device
+        self.name = name
+        self.sessions = sessions
+        self.faults = faults
+        self.stats = stats
+        self.started = time.monotonic() if started is None else started
+
+    def GetStatus(self, request, context):
+        try:
+            runs = self.stats.snapshot()
+            sessions = [
+                pb.SessionStatus(
+                    sessionId=s.id, peerPid=s.peer_pid or 0, buffers=len(s.buffers),
+                    bufferBytes=s.buffers.total_bytes(), preparedModels=s.prepared_count())
+                for s in sorted(self.sessions.sessions(), key=lambda s: s.id)
+            ]
+            return pb.DriverStatus(
+                kind=self.device.kind, name=self.name, deviceName=self.device.name,
+                vendor=self.device.vendor, pid=os.getpid(),
+                uptimeSeconds=time.monotonic() - self.started,
+                inFlightRuns=runs.in_flight, runsCompleted=runs.completed,
+                runsFailed=runs.failed, runsAbandoned=runs.abandoned, sessions=sessions,
+                faultInjectionEnabled=self.faults.allowed,
+                faults=faults_to_proto(self.faults.faults),
+            )
+        except Exception:
+            log.exception("GetStatus failed unexpectedly")
+            return pb.DriverStatus(returnCode=NNRT_FAILED)
+
+    def SetFaults(self, request, context):
+        current = self.faults.faults
+        if not self.faults.allowed:
+            log.warning("SetFaults refused (%s): HDF_ERR_NOPERM: fault injection is not enabled "
+                        "(start the driver with --fault-injection)", context.peer())
+            return pb.FaultReply(returnCode=HDF_ERR_NOPERM, faults=faults_to_proto(current))
+        try:
+            faults = faults_from_proto(request)
+        except ValueError as exc:
+            log.warning("SetFaults refused: HDF_ERR_INVALID_PARAM: %s", exc)
+            return pb.FaultReply(returnCode=HDF_ERR_INVALID_PARAM, faults=faults_to_proto(current))
+        self.faults.apply(faults)
+        log.warning("FAULT INJECTION SET at runtime: %s (was: %s)", faults.describe(),
+                    current.describe())
+        return pb.FaultReply(faults=faults_to_proto(faults))

@@ -1,0 +1,167 @@
+"""The admin service `nnrt.admin.v1.NnrtAdmin` of a driver process: GetStatus and SetFaults."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from google.protobuf import empty_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from nnrt.protos import admin_pb2 as apb
+from nnrt.protos import admin_pb2_grpc
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.server.errors import (
+    HDF_ERR_INVALID_PARAM,
+    HDF_ERR_NOPERM,
+    NNRT_INVALID_INPUT,
+    NNRT_SUCCESS,
+)
+from tests.conftest import start_driver, wait_until
+from tests.test_driver_process import add_model, io
+
+ADMIN_SERVICE = "nnrt.admin.v1.NnrtAdmin"
+
+
+@contextmanager
+def admin(driver) -> Iterator[admin_pb2_grpc.NnrtAdminStub]:
+    """An admin stub on a plain channel: no session, no metadata."""
+    with grpc.insecure_channel(f"unix:{driver.grpc_path}") as channel:
+        yield admin_pb2_grpc.NnrtAdminStub(channel)
+
+
+def status(driver) -> apb.DriverStatus:
+    with admin(driver) as stub:
+        reply = stub.GetStatus(empty_pb2.Empty(), timeout=5)
+    assert reply.returnCode == 0
+    return reply
+
+
+def set_faults(driver, **fields) -> apb.FaultReply:
+    with admin(driver) as stub:
+        return stub.SetFaults(apb.FaultConfig(**fields), timeout=5)
+
+
+def session_of(reply: apb.DriverStatus, session_id: int) -> apb.SessionStatus | None:
+    return next((s for s in reply.sessions if s.sessionId == session_id), None)
+
+
+def test_status_names_the_driver_and_needs_no_session(shared_driver):
+    reply = status(shared_driver)
+    assert (reply.kind, reply.name, reply.deviceName, reply.vendor) == \
+        ("cpu", shared_driver.name, "nnrt-cpu", "nnrt")
+    assert reply.pid == shared_driver.pid
+    assert reply.uptimeSeconds > 0
+    assert reply.faultInjectionEnabled is False
+    assert reply.faults == apb.FaultConfig()
+    assert status(shared_driver).uptimeSeconds >= reply.uptimeSeconds
+
+
+def test_admin_service_is_in_health_and_reflection(shared_driver):
+    with grpc.insecure_channel(f"unix:{shared_driver.grpc_path}") as channel:
+        health = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=ADMIN_SERVICE), timeout=5)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        replies = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)
+        names = {s.name for reply in replies for s in reply.list_services_response.service}
+    assert ADMIN_SERVICE in names
+
+
+def test_status_reflects_sessions_buffers_and_prepared_models(shared_driver):
+    client = shared_driver.client()
+    try:
+        assert session_of(status(shared_driver), client.session_id) == apb.SessionStatus(
+            sessionId=client.session_id, peerPid=os.getpid())
+        _, small = client.allocate_buffer(16)
+        _, big = client.allocate_buffer(4096)
+        first = add_model().prepare(client)
+        add_model().prepare(client)
+        mine = session_of(status(shared_driver), client.session_id)
+        assert (mine.buffers, mine.bufferBytes, mine.preparedModels) == (2, 4112, 2)
+        with shared_driver.client() as other:  # each session is reported on its own
+            theirs = session_of(status(shared_driver), other.session_id)
+            assert (theirs.buffers, theirs.preparedModels) == (0, 0)
+        assert client.release_prepared_model(first).returnCode == NNRT_SUCCESS
+        assert client.release_buffer(big).returnCode == NNRT_SUCCESS
+        mine = session_of(status(shared_driver), client.session_id)
+        assert (mine.buffers, mine.bufferBytes, mine.preparedModels) == (1, 16, 1)
+        small.close(), big.close()
+    finally:
+        client.close()
+    assert wait_until(lambda: session_of(status(shared_driver), client.session_id) is None, 5.0)
+
+
+def test_set_faults_is_refused_without_fault_injection(shared_driver):
+    reply = set_faults(shared_driver, deviceStatus=ht.OFFLINE + 1, runHang=True)
+    assert reply.returnCode == HDF_ERR_NOPERM
+    assert reply.faults == apb.FaultConfig()
+    assert status(shared_driver).faults == apb.FaultConfig()
+    with shared_driver.client() as client:
+        assert client.get_device_status().status == ht.AVAILABLE
+    assert wait_until(lambda: "SetFaults refused" in shared_driver.log(), 2.0)
+
+
+@pytest.fixture
+def injecting_driver(runtime_dir: Path):
+    """A driver started with --fault-injection and no fault in force."""
+    driver = start_driver(runtime_dir, "cpu", "--fault-injection")
+    yield driver
+    driver.stop()
+
+
+def test_set_faults_is_applied_with_fault_injection(injecting_driver):
+    driver = injecting_driver
+    before = status(driver)
+    assert before.faultInjectionEnabled is True and before.faults == apb.FaultConfig()
+    wanted = apb.FaultConfig(deviceStatus=ht.BUSY + 1, runDelayMs=5, exitOnRunProbability=0.25)
+    reply = set_faults(driver, **{f.name: v for f, v in wanted.ListFields()})
+    assert reply.returnCode == 0 and reply.faults == wanted
+    assert status(driver).faults == wanted
+    with driver.client() as client:
+        assert client.get_device_status().status == ht.BUSY
+    assert "WARNING nnrt.server.admin: FAULT INJECTION SET at runtime" in driver.log()
+    # out of range: refused, nothing changed
+    for bad in (dict(exitOnRunProbability=1.5), dict(deviceStatus=9)):
+        refused = set_faults(driver, **bad)
+        assert refused.returnCode == HDF_ERR_INVALID_PARAM and refused.faults == wanted
+    # an empty config clears every fault; injection stays allowed
+    assert set_faults(driver).faults == apb.FaultConfig()
+    with driver.client() as client:
+        assert client.get_device_status().status == ht.AVAILABLE
+    assert status(driver).faultInjectionEnabled is True
+
+
+def test_run_counters_in_flight_completed_failed_abandoned(runtime_dir):
+    driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "600")
+    try:
+        with driver.client() as client:
+            model_id = add_model().prepare(client)
+            _, x = client.allocate_buffer(16)
+            _, y = client.allocate_buffer(16)
+            x.array(np.float32, [4])[:] = 1
+            replies = []
+            worker = threading.Thread(target=lambda: replies.append(
+                client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=10)))
+            worker.start()
+            assert wait_until(lambda: status(driver).inFlightRuns == 1, 5.0)
+            worker.join(10)
+            assert replies[0].returnCode == NNRT_SUCCESS
+            # refused by validation (after its injected delay): a failed run
+            assert client.run(model_id, [], [io(y, 4)], timeout=10).returnCode == NNRT_INVALID_INPUT
+            with pytest.raises(TimeoutError):  # the caller gives up during the delay
+                client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=0.2)
+            assert wait_until(lambda: status(driver).runsAbandoned == 1, 5.0)
+            reply = status(driver)
+            assert (reply.inFlightRuns, reply.runsCompleted, reply.runsFailed,
+                    reply.runsAbandoned) == (0, 1, 1, 1)
+            x.close(), y.close()
+    finally:
+        assert driver.stop() == 0
