@@ -2,8 +2,14 @@
 
     nnrt demo     drivers up (embedded ones if none is running), an MLP compiled and run
                   across processes, the result shown and checked against numpy
+    nnrt devmgr   the device manager: runs the configured drivers and keeps them running
+                  (server/devmgr.py)
+    nnrt devices  one line per device (client/commands/devices.py)
+    nnrt status   the device manager and drivers: health, runs, memory (client/commands/status.py)
 
-Exit codes: 0 success, 1 the job failed, 2 bad usage.
+`devices` and `status` take `--json`. Exit codes: 0 success, 1 the job failed, 2 bad usage,
+3 nothing running / not reachable (`devices`, `status`), or another device manager already
+runs (`devmgr`).
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import sys
 import numpy as np
 
 from nnrt.client.demo import run_demo
+from nnrt.client.commands import devices, status
 from nnrt.client.devices import registry
 from nnrt.client.embedded import find_or_start
+from nnrt.server import devmgr as devmgr_module
 from nnrt.server.runtime_dir import ENV as RUNTIME_ENV
 
 log = logging.getLogger("nnrt")
@@ -53,6 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="run the main job end to end")
     demo.add_argument("--device", help="device name (default: the first device)")
     demo.set_defaults(func=cmd_demo)
+    devmgr = sub.add_parser("devmgr", help="run and supervise the configured drivers",
+                            description="Run the drivers of a TOML configuration, restart them "
+                                        "when they fail; SIGHUP reloads, SIGTERM stops.")
+    devmgr_module.add_arguments(devmgr)
+    devmgr.set_defaults(func=devmgr_module.run)
+    devices.add_parser(sub)
+    status.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="nnrt: %(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,179 @@
+"""What `nnrt devices` and `nnrt status` share: finding drivers, asking them, printing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from google.protobuf import empty_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from nnrt.client.devices import Device
+from nnrt.protos import admin_pb2, admin_pb2_grpc, hdi_pb2_grpc
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.server.devmgr import describe_exit
+from nnrt.server.devmgr_ctl import DevmgrUnavailable, ctl_path, request
+from nnrt.server.runtime_dir import driver_names, grpc_socket, runtime_dir
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+PROBE_TIMEOUT = 1.0
+_EMPTY = empty_pb2.Empty()
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--runtime-dir", type=Path,
+                        help="where the drivers are (default: $NNRT_RUNTIME_DIR, see README)")
+
+
+def directory_of(args: argparse.Namespace) -> Path:
+    return args.runtime_dir if args.runtime_dir is not None else runtime_dir()
+
+
+def devmgr_status(directory: Path) -> dict | None:
+    """The device manager's status answer, None when no device manager runs there."""
+    if not ctl_path(directory).exists():
+        return None
+    try:
+        answer = request(directory, {"cmd": "status"})
+    except DevmgrUnavailable:
+        return None
+    return answer if answer.get("ok") else None
+
+
+def known_drivers(directory: Path, devmgr: dict | None) -> list[str]:
+    """Drivers the device manager runs (its order) and then the others found in `directory`."""
+    managed = [d["name"] for d in devmgr["drivers"]] if devmgr else []
+    return managed + [name for name in driver_names(directory) if name not in managed]
+
+
+@dataclass
+class DriverProbe:
+    """What one driver answers now (every field None when it does not answer)."""
+
+    health: str  # SERVING, NOT_SERVING, ... or "unreachable"
+    identity: dict | None = None
+    device_status: str | None = None
+    admin: admin_pb2.DriverStatus | None = None
+
+    @property
+    def serving(self) -> bool:
+        return self.health == "SERVING"
+
+
+def probe_driver(directory: Path, name: str, *, admin: bool,
+                 timeout: float = PROBE_TIMEOUT) -> DriverProbe:
+    """Ask the driver `name` (no session needed): health, identity, status, admin status."""
+    path = grpc_socket(directory, name)
+    if not path.exists():
+        return DriverProbe("unreachable")
+    with grpc.insecure_channel(f"unix:{path}") as channel:
+        try:
+            health = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+        except grpc.RpcError:
+            return DriverProbe("unreachable")
+        probe = DriverProbe(health_pb2.HealthCheckResponse.ServingStatus.Name(health.status))
+        stub = hdi_pb2_grpc.INnrtDeviceStub(channel)
+        try:
+            device_name = stub.GetDeviceName(_EMPTY, timeout=timeout)
+            vendor = stub.GetVendorName(_EMPTY, timeout=timeout)
+            version = stub.GetVersion(_EMPTY, timeout=timeout)
+            kind = stub.GetDeviceType(_EMPTY, timeout=timeout)
+            status = stub.GetDeviceStatus(_EMPTY, timeout=timeout)
+        except grpc.RpcError:
+            pass
+        else:
+            if not (device_name.returnCode or vendor.returnCode or version.returnCode):
+                probe.identity = {
+                    "device_name": device_name.name, "vendor": vendor.name,
+                    "version": [version.major, version.minor],
+                    "device_type": ht.DeviceType.Name(kind.deviceType)
+                    if kind.returnCode == 0 and kind.deviceType in ht.DeviceType.values()
+                    else None,
+                }
+            if status.returnCode == 0 and status.status in ht.DeviceStatus.values():
+                probe.device_status = ht.DeviceStatus.Name(status.status).lower()
+        if admin:
+            try:
+                reply = admin_pb2_grpc.NnrtAdminStub(channel).GetStatus(_EMPTY, timeout=timeout)
+            except grpc.RpcError:  # an older driver without the admin service, or wedged
+                reply = None
+            if reply is not None and reply.returnCode == 0:
+                probe.admin = reply
+    return probe
+
+
+def device_of(directory: Path, name: str, identity: dict | None) -> Device | None:
+    """The client/devices.py view of a driver's identity (for its name and stable ID)."""
+    if not identity:
+        return None
+    types = ht.DeviceType.values()
+    device_type = ht.DeviceType.Value(identity["device_type"]) \
+        if identity.get("device_type") in ht.DeviceType.keys() else types[0]
+    return Device(name, directory, identity["device_name"], identity["vendor"],
+                  tuple(identity["version"]), device_type)
+
+
+# -- output --------------------------------------------------------------------------------
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def format_bytes(count: int | None) -> str:
+    if count is None:
+        return "-"
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"
+
+
+def format_exit(code: int | None) -> str:
+    return describe_exit(code)
+
+
+def dash(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [list(headers)] + [[dash(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+                     for row in cells)
+
+
+def print_json(data: object) -> None:
+    json.dump(data, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def say(message: str) -> None:
+    """A message for the person, not the parser: stderr."""
+    print(f"nnrt: {message}", file=sys.stderr)

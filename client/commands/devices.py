@@ -1,0 +1,91 @@
+"""`nnrt devices`: one line per device, like `nvidia-smi -L`.
+
+    ID                   NAME                  DRIVER  VENDOR  TYPE  STATUS     HDI  UPTIME  RESTARTS
+    4411942186718460871  nnrt-cpu_nnrt_v2_1    cpu     nnrt    CPU   available  2.1  5m03s   0
+
+ID is the stable device ID of client/devices.py (the one OH_NNDevice_GetAllDevicesID gives),
+NAME the device name it is derived from. STATUS is the device's own (available, busy,
+offline, unknown) while its driver serves; otherwise the device manager's state of the
+driver (starting, backoff, failed, stopped), or `unreachable`. UPTIME and RESTARTS come from
+the device manager when one runs (`devmgr.ctl`), else UPTIME from the driver's admin
+status and RESTARTS is unknown (`-`). A device whose driver never came up has no identity
+yet: ID and NAME are `-`.
+
+Exit codes: 0 at least one device listed, 3 none (no device manager, no driver).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from nnrt.client.commands.common import (EXIT_OK, EXIT_UNREACHABLE, add_common_arguments,
+                                         device_of, devmgr_status, directory_of,
+                                         format_duration, known_drivers, print_json,
+                                         probe_driver, say, table)
+
+HEADERS = ("ID", "NAME", "DRIVER", "VENDOR", "TYPE", "STATUS", "HDI", "UPTIME", "RESTARTS")
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("devices", help="list the devices (one per driver)",
+                            description="List the devices: one per driver in the runtime "
+                                        "directory or run by the device manager.")
+    add_common_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def collect(directory, devmgr: dict | None) -> list[dict]:
+    managed = {d["name"]: d for d in devmgr["drivers"]} if devmgr else {}
+    devices = []
+    for name in known_drivers(directory, devmgr):
+        entry = managed.get(name)
+        probe = probe_driver(directory, name, admin=entry is None)
+        identity = probe.identity or (entry or {}).get("identity")
+        device = device_of(directory, name, identity)
+        if entry is not None and entry["state"] != "ready":
+            status = entry["state"]
+        elif probe.serving:
+            status = probe.device_status or "unknown"
+        else:
+            status = "unreachable"
+        if entry is not None:
+            pid, uptime, restarts = entry["pid"], entry["uptime"], entry["restarts"]
+        elif probe.admin is not None:
+            pid, uptime, restarts = probe.admin.pid, round(probe.admin.uptimeSeconds, 3), None
+        else:
+            pid = uptime = restarts = None
+        devices.append({
+            "id": device.id if device else None,
+            "name": device.name if device else None,
+            "driver": name,
+            "kind": entry["kind"] if entry else (probe.admin.kind if probe.admin else None),
+            "device_name": identity["device_name"] if identity else None,
+            "vendor": identity["vendor"] if identity else None,
+            "type": identity.get("device_type") if identity else None,
+            "status": status,
+            "hdi_version": "{}.{}".format(*identity["version"]) if identity else None,
+            "pid": pid,
+            "uptime_seconds": uptime,
+            "restarts": restarts,
+            "managed": entry is not None,
+        })
+    return devices
+
+
+def run(args: argparse.Namespace) -> int:
+    directory = directory_of(args)
+    devmgr = devmgr_status(directory)
+    devices = collect(directory, devmgr)
+    if args.json:
+        print_json({"runtime_dir": str(directory), "devmgr": devmgr is not None,
+                    "devices": devices})
+    elif devices:
+        print(table(HEADERS, [
+            (d["id"], d["name"], d["driver"], d["vendor"], d["type"], d["status"],
+             d["hdi_version"], format_duration(d["uptime_seconds"]), d["restarts"])
+            for d in devices]))
+    if not devices:
+        say(f"no devices: no device manager and no driver in {directory}"
+            if devmgr is None else f"no devices: the device manager in {directory} runs none")
+        return EXIT_UNREACHABLE
+    return EXIT_OK

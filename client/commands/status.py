@@ -1,0 +1,137 @@
+"""`nnrt status`: the device manager and every driver — state, health, runs, memory.
+
+    devmgr:   running, pid 812, up 5m03s, config /etc/nnrt/devmgr.toml
+              2 driver(s): 1 ready, 1 failed (failed: npu)
+    runtime:  /run/nnrt
+
+    DRIVER  KIND  PID  STATE   HEALTH   RESTARTS  LAST EXIT  UPTIME  IN FLIGHT  RUNS OK/FAILED/ABANDONED  SESSIONS  MEMORY
+    cpu     cpu   815  ready   SERVING  0         -          5m03s   1          120/0/2                   2         4.0 MiB
+    npu     cpu   -    failed  -        4         exit 2     -       -          -                         -         -
+
+      npu: crash loop: 5 failures within 60 s (last: exit 2 (bad usage: ...))
+      cpu session 3 (pid 2040): 2 buffers, 4.0 MiB, 1 prepared model
+
+State and restarts come from the device manager (when one runs); health from a
+grpc.health.v1 probe; runs, sessions and memory (bytes of shared buffers each session
+holds) from the driver's admin service (`nnrt.admin.v1.NnrtAdmin/GetStatus`).
+
+Exit codes: 0 every driver ready and SERVING, 1 some driver is not (failed, restarting,
+unreachable, ...), 3 nothing running (no device manager, no driver).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE,
+                                         add_common_arguments, devmgr_status, directory_of,
+                                         format_bytes, format_duration, format_exit,
+                                         known_drivers, print_json, probe_driver, say, table)
+
+HEADERS = ("DRIVER", "KIND", "PID", "STATE", "HEALTH", "RESTARTS", "LAST EXIT", "UPTIME",
+           "IN FLIGHT", "RUNS OK/FAILED/ABANDONED", "SESSIONS", "MEMORY")
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("status", help="the device manager and drivers: health, runs, memory",
+                            description="Show the device manager and every driver: state, "
+                                        "health, runs in flight, memory held per session.")
+    add_common_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def collect(directory, devmgr: dict | None) -> list[dict]:
+    managed = {d["name"]: d for d in devmgr["drivers"]} if devmgr else {}
+    drivers = []
+    for name in known_drivers(directory, devmgr):
+        entry = managed.get(name)
+        probe = probe_driver(directory, name, admin=True)
+        admin = probe.admin
+        if entry is not None:
+            state = entry["state"]
+        else:
+            state = "running" if probe.serving else "unreachable"
+        sessions = None
+        if admin is not None:
+            sessions = [{"session_id": s.sessionId, "peer_pid": s.peerPid, "buffers": s.buffers,
+                         "buffer_bytes": s.bufferBytes, "prepared_models": s.preparedModels}
+                        for s in admin.sessions]
+        drivers.append({
+            "name": name,
+            "kind": entry["kind"] if entry else (admin.kind if admin else None),
+            "managed": entry is not None,
+            "pid": entry["pid"] if entry else (admin.pid if admin else None),
+            "state": state,
+            "health": probe.health,
+            "restarts": entry["restarts"] if entry else None,
+            "last_exit": entry["last_exit"] if entry else None,
+            "reason": entry["reason"] if entry else None,
+            "uptime_seconds": entry["uptime"] if entry else
+            (round(admin.uptimeSeconds, 3) if admin else None),
+            "device_status": probe.device_status,
+            "in_flight_runs": admin.inFlightRuns if admin else None,
+            "runs": {"completed": admin.runsCompleted, "failed": admin.runsFailed,
+                     "abandoned": admin.runsAbandoned} if admin else None,
+            "sessions": sessions,
+            "memory_bytes": sum(s["buffer_bytes"] for s in sessions)
+            if sessions is not None else None,
+            "fault_injection": admin.faultInjectionEnabled if admin else None,
+        })
+    return drivers
+
+
+def healthy(driver: dict) -> bool:
+    return driver["state"] in ("ready", "running") and driver["health"] == "SERVING"
+
+
+def run(args: argparse.Namespace) -> int:
+    directory = directory_of(args)
+    devmgr = devmgr_status(directory)
+    drivers = collect(directory, devmgr)
+    if devmgr is None and not drivers:
+        if args.json:
+            print_json({"runtime_dir": str(directory), "devmgr": None, "drivers": [],
+                        "healthy": False})
+        say(f"nothing running: no device manager and no driver in {directory}")
+        return EXIT_UNREACHABLE
+    ok = all(healthy(d) for d in drivers)
+    if args.json:
+        print_json({"runtime_dir": str(directory),
+                    "devmgr": devmgr["devmgr"] if devmgr else None,
+                    "drivers": drivers, "healthy": ok})
+        return EXIT_OK if ok else EXIT_FAILURE
+    if devmgr is not None:
+        info = devmgr["devmgr"]
+        print(f"devmgr:   {info['state']}, pid {info['pid']}, up "
+              f"{format_duration(info['uptime'])}, config {info['config']}")
+        print(f"          {info['status']}")
+    else:
+        print("devmgr:   not running (drivers started some other way)")
+    print(f"runtime:  {directory}")
+    if drivers:
+        print()
+        print(table(HEADERS, [
+            (d["name"], d["kind"], d["pid"], d["state"], d["health"], d["restarts"],
+             format_exit(d["last_exit"]), format_duration(d["uptime_seconds"]),
+             d["in_flight_runs"],
+             "{completed}/{failed}/{abandoned}".format(**d["runs"]) if d["runs"] else None,
+             len(d["sessions"]) if d["sessions"] is not None else None,
+             format_bytes(d["memory_bytes"]))
+            for d in drivers]))
+        notes = [f"  {d['name']}: {d['reason']}" for d in drivers
+                 if d["reason"] and not healthy(d)]
+        for d in drivers:
+            for s in d["sessions"] or ():
+                models = s["prepared_models"]
+                notes.append(
+                    f"  {d['name']} session {s['session_id']} (pid {s['peer_pid'] or '?'}): "
+                    f"{s['buffers']} buffer{'s' if s['buffers'] != 1 else ''}, "
+                    f"{format_bytes(s['buffer_bytes'])}, "
+                    f"{models} prepared model{'s' if models != 1 else ''}")
+        if notes:
+            print()
+            print("\n".join(notes))
+    if not ok:
+        bad = [d["name"] for d in drivers if not healthy(d)]
+        say(f"not healthy: {', '.join(bad)}" if bad else "no drivers")
+    return EXIT_OK if ok else EXIT_FAILURE

@@ -1,0 +1,790 @@
+"""`nnrt devmgr`: the device manager, a supervisor that runs the configured drivers.
+
+    nnrt devmgr                                   # /etc/nnrt/devmgr.toml, else one cpu driver
+    nnrt devmgr --config deploy/devmgr.toml --runtime-dir /tmp/rt
+
+Each configured driver (server/devmgr_config.py) runs as its own process,
+`python -m nnrt.server <kind> --name <name> --runtime-dir <dir> <options>`, in its own
+session (terminal signals reach only the device manager), watched by one thread:
+
+* started, then ready once `grpc.health.v1` answers SERVING (bounded by `ready_timeout`);
+* probed every `probe_interval`; `probe_failures` probes in a row unanswered within
+  `probe_timeout` (or not SERVING): the driver is wedged, it is SIGKILLed and restarted;
+* a driver that exits is restarted as its restart policy says (`always`, `on-failure`,
+  `never`), after `backoff_initial * 2^(n-1)` seconds (at most `backoff_max`), n being its
+  failures within `crash_loop_window`; at `crash_loop_failures` failures within the window
+  it is marked **failed** and left alone (a reload gives it a fresh start).
+
+Signals: SIGTERM / SIGINT stop every driver (SIGTERM, `stop_timeout`, then SIGKILL) and
+exit 0. SIGHUP re-reads the configuration and applies the difference: added drivers are
+started, removed ones stopped, ones whose kind or options changed restarted, a change of
+restart policy alone is applied in place; unchanged running drivers are not touched. A
+configuration that does not parse is refused and the running one kept.
+
+systemd: with `NOTIFY_SOCKET` set it sends READY=1 once every driver has settled (ready, or
+failed), STATUS= lines, WATCHDOG=1 every WATCHDOG_USEC/2, RELOADING=1 ... READY=1 around a
+reload and STOPPING=1. Logs go to stderr, one line per event; when stderr is the journal
+(`JOURNAL_STREAM`) lines carry a `<N>` syslog priority and no timestamp.
+
+State for the `nnrt` command: the control socket `devmgr.ctl` (server/devmgr_ctl.py).
+Exit codes: 0 clean stop, 1 failed to start (bad configuration, ...), 2 bad usage,
+3 another device manager already runs in the runtime directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+import grpc
+from google.protobuf import empty_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from nnrt.protos import admin_pb2_grpc, hdi_pb2_grpc
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.server.devmgr_config import (Config, ConfigError, DriverSpec, Settings,
+                                       default_config_path, load_config)
+from nnrt.server.devmgr_ctl import ControlServer, DevmgrAlreadyRunning
+from nnrt.server.runtime_dir import ENV as RUNTIME_DIR_ENV
+from nnrt.server.runtime_dir import grpc_socket, runtime_dir, session_socket
+
+log = logging.getLogger("nnrt.devmgr")
+
+STATES = ("starting", "ready", "backoff", "failed", "stopped")
+SETTLED = ("ready", "failed", "stopped")
+POLL_INTERVAL = 0.05
+# Environment a driver must not inherit: it belongs to the device manager's own service.
+_PRIVATE_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
+                "LISTEN_FDNAMES")
+_EMPTY = empty_pb2.Empty()
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "-"
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit {code}"
+
+
+def health_status(path: Path, timeout: float) -> int | None:
+    """The grpc.health.v1 status of the server on `path`, None when it does not answer."""
+    if not Path(path).exists():
+        return None
+    with grpc.insecure_channel(f"unix:{path}") as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+        except grpc.RpcError:
+            return None
+    return reply.status
+
+
+def device_identity(path: Path, timeout: float) -> dict | None:
+    """What the driver on `path` says it is (queries that need no session), None if it
+    does not answer them."""
+    try:
+        with grpc.insecure_channel(f"unix:{path}") as channel:
+            stub = hdi_pb2_grpc.INnrtDeviceStub(channel)
+            name = stub.GetDeviceName(_EMPTY, timeout=timeout)
+            vendor = stub.GetVendorName(_EMPTY, timeout=timeout)
+            version = stub.GetVersion(_EMPTY, timeout=timeout)
+            kind = stub.GetDeviceType(_EMPTY, timeout=timeout)
+    except grpc.RpcError:
+        return None
+    if name.returnCode or vendor.returnCode or version.returnCode:
+        return None
+    return {
+        "device_name": name.name,
+        "vendor": vendor.name,
+        "version": [version.major, version.minor],
+        "device_type": ht.DeviceType.Name(kind.deviceType)
+        if kind.returnCode == 0 and kind.deviceType in ht.DeviceType.values() else None,
+    }
+
+
+def served_by(path: Path, pid: int, timeout: float = 1.0) -> bool:
+    """False when the admin service on `path` says another process serves it (a driver
+    started some other way holds the name: ours is about to exit 3); True when it says
+    `pid`, or has no admin service to ask."""
+    try:
+        with grpc.insecure_channel(f"unix:{path}") as channel:
+            reply = admin_pb2_grpc.NnrtAdminStub(channel).GetStatus(_EMPTY, timeout=timeout)
+    except grpc.RpcError as exc:
+        return exc.code() == grpc.StatusCode.UNIMPLEMENTED
+    return reply.returnCode != 0 or reply.pid in (0, pid)
+
+
+def _remove_stale_sockets(directory: Path, name: str) -> None:
+    """Remove a dead driver's sockets (never those of a live driver)."""
+    for path, kind in ((grpc_socket(directory, name), socket.SOCK_STREAM),
+                       (session_socket(directory, name), socket.SOCK_SEQPACKET)):
+        if not path.exists():
+            continue
+        probe = socket.socket(socket.AF_UNIX, kind)
+        probe.settimeout(0.5)
+        try:
+            probe.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
+        finally:
+            probe.close()
+
+
+# -- systemd ------------------------------------------------------------------------------
+
+
+class Notifier:
+    """sd_notify(3) without libsystemd: datagrams to $NOTIFY_SOCKET ('@' = abstract)."""
+
+    def __init__(self, environ: dict[str, str] | None = None) -> None:
+        environ = os.environ if environ is None else environ
+        address = environ.get("NOTIFY_SOCKET", "")
+        self._address: bytes | None = None
+        self._sock: socket.socket | None = None
+        if address.startswith(("/", "@")):
+            self._address = (b"\0" + address[1:].encode()) if address[0] == "@" \
+                else address.encode()
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        elif address:
+            log.warning("NOTIFY_SOCKET=%r is not a unix socket address: not notifying", address)
+        self.watchdog_interval: float | None = None
+        usec, pid = environ.get("WATCHDOG_USEC", ""), environ.get("WATCHDOG_PID", "")
+        if usec and (not pid or pid == str(os.getpid())):
+            try:
+                if int(usec) > 0:
+                    self.watchdog_interval = int(usec) / 2e6
+            except ValueError:
+                log.warning("WATCHDOG_USEC=%r is not a number: no watchdog pings", usec)
+        self._warned = False
+
+    @property
+    def enabled(self) -> bool:
+        return self._sock is not None
+
+    def send(self, *fields: str) -> None:
+        if self._sock is None:
+            return
+        try:
+            self._sock.sendto("\n".join(fields).encode(), self._address)
+        except OSError as exc:
+            if not self._warned:
+                log.warning("cannot notify systemd: %s", exc)
+                self._warned = True
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+_PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3,
+             logging.CRITICAL: 2}
+
+
+class JournalFormatter(logging.Formatter):
+    """`<N>message`: journald reads the syslog priority and adds its own timestamp."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"<{_PRIORITY.get(record.levelno, 6)}>{super().format(record)}"
+
+
+def stderr_is_journal() -> bool:
+    """True when stderr is the journal stream systemd says it is (JOURNAL_STREAM=dev:ino)."""
+    value = os.environ.get("JOURNAL_STREAM", "")
+    try:
+        device, inode = (int(part) for part in value.split(":"))
+        st = os.fstat(sys.stderr.fileno())
+    except (ValueError, OSError):
+        return False
+    return (st.st_dev, st.st_ino) == (device, inode)
+
+
+def setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if stderr_is_journal():
+        handler.setFormatter(JournalFormatter("%(message)s"))
+    else:
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s nnrt-devmgr %(levelname)s: %(message)s"))
+    root = logging.getLogger()
+    for old in root.handlers[:]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+# -- one driver ----------------------------------------------------------------------------
+
+
+class DriverSupervisor:
+    """Runs one driver process and keeps it running, on a thread of its own."""
+
+    def __init__(self, manager: DeviceManager, spec: DriverSpec,
+                 predecessor: DriverSupervisor | None = None) -> None:
+        self.manager = manager
+        self.spec = spec
+        self._predecessor = predecessor
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._proc: subprocess.Popen | None = None
+        self.state = "starting"
+        self.restarts = 0
+        self.last_exit: int | None = None
+        self.reason = ""
+        self.identity: dict | None = None
+        self._started_at: float | None = None
+        self._next_start_at: float | None = None
+        self._failures: deque[float] = deque()
+        self._thread = threading.Thread(target=self._run, name=f"devmgr-{spec.name}", daemon=True)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the driver to stop (returns at once; `join` waits)."""
+        self._stop.set()
+
+    def join(self, timeout: float) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def finished(self) -> bool:
+        return not self._thread.is_alive()
+
+    def update_spec(self, spec: DriverSpec) -> None:
+        with self._lock:
+            self.spec = spec
+
+    def kill_now(self) -> None:
+        """Last resort at shutdown: SIGKILL the driver whatever its thread is doing."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            now = time.monotonic()
+            running = self._proc is not None and self.state in ("starting", "ready")
+            return {
+                "name": self.spec.name,
+                "kind": self.spec.kind,
+                "pid": self._proc.pid if running else None,
+                "state": self.state,
+                "restarts": self.restarts,
+                "last_exit": self.last_exit,
+                "uptime": round(now - self._started_at, 3)
+                if running and self._started_at is not None else None,
+                "reason": self.reason or None,
+                "next_start_in": round(max(self._next_start_at - now, 0.0), 3)
+                if self.state == "backoff" and self._next_start_at is not None else None,
+                "failures": self._recent_failures(now),
+                "restart_policy": self.spec.policy.restart,
+                "identity": self.identity,
+            }
+
+    # -- the thread --------------------------------------------------------------------
+
+    def _set(self, **changes) -> None:
+        with self._lock:
+            for key, value in changes.items():
+                setattr(self, key, value)
+        self.manager.wake()
+
+    def _recent_failures(self, now: float) -> int:
+        window = self.spec.policy.crash_loop_window
+        while self._failures and self._failures[0] < now - window:
+            self._failures.popleft()
+        return len(self._failures)
+
+    def _run(self) -> None:
+        try:
+            if self._predecessor is not None:  # the same sockets: wait until it let go
+                self._predecessor.join(self.manager.settings.stop_timeout + 10)
+                self._predecessor = None
+            while not self._stop.is_set():
+                outcome = self._run_once()
+                if self._stop.is_set():
+                    break
+                delay = self._restart_delay(outcome)
+                if delay is None:
+                    break
+                with self._lock:
+                    self._next_start_at = time.monotonic() + delay
+                self._set(state="backoff")
+                if self._stop.wait(delay):
+                    break
+                with self._lock:
+                    self.restarts += 1
+                    self._next_start_at = None
+        except Exception as exc:
+            log.exception("driver %s: supervisor failed", self.name)
+            self._set(state="failed", reason=f"supervisor error: {exc}")
+        finally:
+            self._terminate()
+
+    def _run_once(self) -> tuple[str, int | None]:
+        """Start the driver and watch it until it exits, is killed, or a stop is asked:
+        ("exited", code) / ("unhealthy", code) / ("not-ready", code) / ("spawn", None) /
+        ("stop", None)."""
+        spec, directory = self.spec, self.manager.runtime_dir
+        argv = [sys.executable, "-m", "nnrt.server", spec.kind, "--name", spec.name,
+                "--runtime-dir", str(directory), *spec.option_args()]
+        self._set(state="starting", identity=None)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=self.manager.child_env(),
+                                    start_new_session=True)
+        except OSError as exc:
+            log.error("driver %s: cannot start %s: %s", spec.name, argv[0], exc)
+            self._set(reason=f"cannot start: {exc}")
+            return ("spawn", None)
+        with self._lock:
+            self._proc = proc
+            self._started_at = time.monotonic()
+        log.info("driver %s (%s): started, pid %d", spec.name, spec.kind, proc.pid)
+        grpc_path = grpc_socket(directory, spec.name)
+        deadline = self._started_at + self.manager.settings.ready_timeout
+        while True:
+            if self._stop.is_set():
+                return ("stop", None)
+            code = proc.poll()
+            if code is not None:
+                return self._exited(code, "while starting")
+            if health_status(grpc_path, timeout=min(1.0, self.manager.settings.ready_timeout)) \
+                    == health_pb2.HealthCheckResponse.SERVING and served_by(grpc_path, proc.pid):
+                break
+            if time.monotonic() > deadline:
+                log.error("driver %s: not ready within %g s: killing pid %d", spec.name,
+                          self.manager.settings.ready_timeout, proc.pid)
+                return ("not-ready", self._kill("not ready in time"))
+            self._stop.wait(POLL_INTERVAL)
+        identity = device_identity(grpc_path, timeout=self.manager.settings.probe_timeout)
+        self._set(state="ready", identity=identity, reason="")
+        what = (f"{identity['device_name']}, vendor {identity['vendor']}, "
+                f"HDI {identity['version'][0]}.{identity['version'][1]}") if identity else \
+            "identity unknown"
+        log.info("driver %s: ready in %.2f s, pid %d (%s)", spec.name,
+                 time.monotonic() - self._started_at, proc.pid, what)
+        misses = 0
+        next_probe = time.monotonic() + self.manager.settings.probe_interval
+        while True:
+            if self._stop.wait(POLL_INTERVAL):
+                return ("stop", None)
+            code = proc.poll()
+            if code is not None:
+                return self._exited(code, "")
+            if time.monotonic() < next_probe:
+                continue
+            settings = self.manager.settings
+            if health_status(grpc_path, settings.probe_timeout) == \
+                    health_pb2.HealthCheckResponse.SERVING:
+                if misses:
+                    log.info("driver %s: answering health probes again", spec.name)
+                misses = 0
+            elif proc.poll() is None:
+                misses += 1
+                log.warning("driver %s: health probe failed (%d of %d in a row)", spec.name,
+                            misses, settings.probe_failures)
+                if misses >= settings.probe_failures:
+                    log.error("driver %s: not answering health probes: killing pid %d",
+                              spec.name, proc.pid)
+                    return ("unhealthy", self._kill("not answering health probes"))
+            next_probe = time.monotonic() + settings.probe_interval
+
+    def _exited(self, code: int, when: str) -> tuple[str, int]:
+        with self._lock:
+            uptime = time.monotonic() - (self._started_at or time.monotonic())
+            self._proc = None
+        hint = ""
+        if code == 2:
+            hint = " (bad usage: check the driver's options)"
+        elif code == 3:
+            hint = " (another driver already serves this name)"
+        log.warning("driver %s: exited %swith %s after %.2f s%s", self.name,
+                    f"{when} " if when else "", describe_exit(code), uptime, hint)
+        self._set(last_exit=code, reason=f"{describe_exit(code)}{hint}")
+        return ("exited", code)
+
+    def _kill(self, why: str) -> int | None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        proc.kill()
+        try:
+            code = proc.wait(10)
+        except subprocess.TimeoutExpired:
+            log.error("driver %s: pid %d survives SIGKILL", self.name, proc.pid)
+            code = None
+        self._set(last_exit=code, reason=why)
+        return code
+
+    def _restart_delay(self, outcome: tuple[str, int | None]) -> float | None:
+        """Seconds until the restart, or None when the driver is not restarted (its state
+        then says why: stopped or failed)."""
+        kind, code = outcome
+        policy = self.spec.policy
+        clean = kind == "exited" and code == 0
+        if clean and policy.restart != "always":
+            log.info("driver %s: exited cleanly; not restarted (restart = %s)", self.name,
+                     policy.restart)
+            self._set(state="stopped")
+            self._cleanup_sockets()
+            return None
+        if policy.restart == "never":
+            log.error("driver %s: failed; not restarted (restart = never)", self.name)
+            self._set(state="failed")
+            self._cleanup_sockets()
+            return None
+        now = time.monotonic()
+        with self._lock:
+            self._failures.append(now)
+            failures = self._recent_failures(now)
+        if failures >= policy.crash_loop_failures:
+            reason = (f"crash loop: {failures} failures within {policy.crash_loop_window:g} s "
+                      f"(last: {self.reason or describe_exit(self.last_exit)})")
+            log.error("driver %s: %s; marked failed, not restarted", self.name, reason)
+            self._set(state="failed", reason=reason)
+            self._cleanup_sockets()
+            return None
+        delay = policy.delay(failures)
+        log.warning("driver %s: restarting in %.2f s (failure %d of %d within %g s)",
+                    self.name, delay, failures, policy.crash_loop_failures,
+                    policy.crash_loop_window)
+        return delay
+
+    def _cleanup_sockets(self) -> None:
+        _remove_stale_sockets(self.manager.runtime_dir, self.name)
+
+    def _terminate(self) -> None:
+        """Stop the driver process if it runs: SIGTERM, `stop_timeout`, SIGKILL."""
+        with self._lock:
+            proc = self._proc
+        if proc is not None:
+            timeout = self.manager.settings.stop_timeout
+            if proc.poll() is None:
+                log.info("driver %s: stopping pid %d", self.name, proc.pid)
+                try:
+                    proc.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            try:
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("driver %s: still running %g s after SIGTERM: SIGKILL", self.name,
+                            timeout)
+                proc.kill()
+                try:
+                    code = proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    code = None
+                    log.error("driver %s: pid %d survives SIGKILL", self.name, proc.pid)
+            with self._lock:
+                self._proc = None
+                self.last_exit = code
+            log.info("driver %s: stopped (%s)", self.name, describe_exit(code))
+            self._cleanup_sockets()
+        if self._stop.is_set():
+            self._set(state="stopped", reason="")
+        else:
+            self.manager.wake()
+
+
+# -- the manager ---------------------------------------------------------------------------
+
+
+class DeviceManager:
+    def __init__(self, config_path: Path | None, directory: Path,
+                 notifier: Notifier | None = None, explicit_config: bool = True) -> None:
+        self.config_path = config_path
+        self._explicit_config = explicit_config
+        self.runtime_dir = Path(directory).absolute()
+        self.notifier = notifier or Notifier({})
+        self.config: Config | None = None
+        self.state = "starting"
+        self._started = time.monotonic()
+        self._lock = threading.Lock()
+        self._supervisors: dict[str, DriverSupervisor] = {}
+        self._retiring: list[DriverSupervisor] = []
+        self._wake_r, self._wake_w = socket.socketpair()
+        for end in (self._wake_r, self._wake_w):
+            end.setblocking(False)
+        self._stop_requested = False
+        self._reload_requested = False
+        self._ready_sent = False
+        self._last_status = ""
+        self._ctl = ControlServer(self.runtime_dir, self._handle_request)
+
+    @property
+    def settings(self) -> Settings:
+        return self.config.settings if self.config is not None else Settings()
+
+    def child_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
+        env[RUNTIME_DIR_ENV] = str(self.runtime_dir)
+        return env
+
+    def wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except (BlockingIOError, OSError):
+            pass  # already awake (buffer full) or shutting down
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def run(self) -> int:
+        try:
+            config = load_config(self.config_path)
+        except ConfigError as exc:
+            log.error("bad configuration: %s", exc)
+            return 1
+        try:
+            self._ctl.claim()
+        except DevmgrAlreadyRunning as exc:
+            log.error("%s", exc)
+            return 3
+        except OSError as exc:
+            log.error("cannot open the control socket %s: %s", self._ctl.path, exc)
+            return 1
+        previous = {}
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            previous[signum] = signal.signal(signum, self._on_signal)
+        old_wakeup = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        try:
+            log.info("device manager pid %d: runtime dir %s, config %s, %d driver(s)",
+                     os.getpid(), self.runtime_dir, config.source, len(config.drivers))
+            self._apply(config)
+            self.state = "running"
+            self._loop()
+        finally:
+            self._shutdown()
+            signal.set_wakeup_fd(old_wakeup)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        return 0
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        if signum == signal.SIGHUP:
+            self._reload_requested = True
+        else:
+            self._stop_requested = True
+
+    def _loop(self) -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        selector.register(self._ctl, selectors.EVENT_READ, "ctl")
+        interval = self.notifier.watchdog_interval
+        next_watchdog = time.monotonic()
+        try:
+            while True:
+                timeout = 1.0
+                if interval is not None:
+                    timeout = max(0.0, min(timeout, next_watchdog - time.monotonic()))
+                for key, _ in selector.select(timeout):
+                    if key.data == "wake":
+                        try:
+                            while self._wake_r.recv(4096):
+                                pass
+                        except (BlockingIOError, InterruptedError):
+                            pass
+                    else:
+                        self._ctl.accept()
+                if self._stop_requested:
+                    log.info("stop requested")
+                    return
+                if self._reload_requested:
+                    self._reload_requested = False
+                    self._reload()
+                self._report()
+                if interval is not None and time.monotonic() >= next_watchdog:
+                    self.notifier.send("WATCHDOG=1")
+                    next_watchdog = time.monotonic() + interval
+        finally:
+            selector.close()
+
+    def _shutdown(self) -> None:
+        self.state = "stopping"
+        self.notifier.send("STOPPING=1", "STATUS=stopping the drivers")
+        with self._lock:
+            supervisors = [*self._supervisors.values(), *self._retiring]
+        running = [s for s in supervisors if not s.finished]
+        if running:
+            log.info("stopping %d driver(s)", len(running))
+        for supervisor in supervisors:
+            supervisor.stop()
+        deadline = time.monotonic() + self.settings.stop_timeout + 10
+        for supervisor in supervisors:
+            if not supervisor.join(max(deadline - time.monotonic(), 0.0)):
+                log.error("driver %s: did not stop in time: SIGKILL", supervisor.name)
+                supervisor.kill_now()
+                supervisor.join(5)
+        self._ctl.close()
+        self.state = "stopped"
+        log.info("device manager stopped")
+
+    # -- configuration -------------------------------------------------------------------
+
+    def _apply(self, config: Config) -> None:
+        """Make the running drivers those of `config`, touching only what changed."""
+        added, removed, changed, retried, unchanged = [], [], [], [], []
+        with self._lock:
+            old = self._supervisors
+            wanted = {spec.name for spec in config.drivers}
+            for name, supervisor in old.items():
+                if name not in wanted:
+                    supervisor.stop()
+                    self._retiring.append(supervisor)
+                    removed.append(name)
+            current: dict[str, DriverSupervisor] = {}
+            self.config = config  # settings first: new supervisors read them
+            for spec in config.drivers:
+                supervisor = old.get(spec.name)
+                if supervisor is None:
+                    current[spec.name] = DriverSupervisor(self, spec)
+                    added.append(spec.name)
+                elif not supervisor.spec.same_process(spec):
+                    supervisor.stop()
+                    self._retiring.append(supervisor)
+                    current[spec.name] = DriverSupervisor(self, spec, predecessor=supervisor)
+                    changed.append(spec.name)
+                elif supervisor.finished:  # failed or stopped for good: a fresh start
+                    current[spec.name] = DriverSupervisor(self, spec, predecessor=supervisor)
+                    retried.append(spec.name)
+                else:
+                    if supervisor.spec != spec:
+                        supervisor.update_spec(spec)  # restart policy only
+                    current[spec.name] = supervisor
+                    unchanged.append(spec.name)
+            self._supervisors = current
+            self._retiring = [s for s in self._retiring if not s.finished]
+        for name in (*added, *changed, *retried):
+            current[name].start()
+        if old:
+            log.info("configuration applied: added %s; removed %s; restarted (changed) %s; "
+                     "retried (failed/stopped) %s; unchanged %s",
+                     *(", ".join(names) or "none"
+                       for names in (added, removed, changed, retried, unchanged)))
+
+    def _reload(self) -> None:
+        path = self.config_path if self._explicit_config else default_config_path()
+        log.info("SIGHUP: reloading %s", path or "(built-in default)")
+        self.state = "reloading"
+        now_usec = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+        self.notifier.send("RELOADING=1", f"MONOTONIC_USEC={now_usec}",
+                           "STATUS=reloading the configuration")
+        try:
+            config = load_config(path)
+        except ConfigError as exc:
+            log.error("reload refused, the running configuration stays: %s", exc)
+        else:
+            self.config_path = path
+            self._apply(config)
+        self.state = "running"
+        self._last_status = ""
+        self._report()
+        self.notifier.send("READY=1")
+
+    # -- reporting -----------------------------------------------------------------------
+
+    def snapshots(self) -> list[dict]:
+        with self._lock:
+            supervisors = list(self._supervisors.values())
+        return [s.snapshot() for s in supervisors]
+
+    def _status_line(self, drivers: list[dict]) -> str:
+        if not drivers:
+            return "no drivers configured"
+        counts = {state: sum(d["state"] == state for d in drivers) for state in STATES}
+        parts = [f"{n} {state}" for state, n in counts.items() if n]
+        failed = [d["name"] for d in drivers if d["state"] == "failed"]
+        line = f"{len(drivers)} driver(s): {', '.join(parts)}"
+        return line + (f" (failed: {', '.join(failed)})" if failed else "")
+
+    def _report(self) -> None:
+        drivers = self.snapshots()
+        status = self._status_line(drivers)
+        settled = all(d["state"] in SETTLED for d in drivers)
+        if not self._ready_sent and settled:
+            self._ready_sent = True
+            self._last_status = status
+            log.info("all drivers settled: %s", status)
+            self.notifier.send("READY=1", f"STATUS={status}")
+        elif status != self._last_status:
+            self._last_status = status
+            self.notifier.send(f"STATUS={status}")
+
+    def _handle_request(self, request: dict) -> dict:
+        command = request.get("cmd")
+        if command != "status":
+            return {"ok": False, "error": f"unknown command {command!r} (known: status)"}
+        drivers = self.snapshots()
+        config = self.config
+        return {
+            "ok": True,
+            "devmgr": {
+                "pid": os.getpid(),
+                "uptime": round(time.monotonic() - self._started, 3),
+                "state": self.state,
+                "config": config.source if config is not None else None,
+                "runtime_dir": str(self.runtime_dir),
+                "status": self._status_line(drivers),
+            },
+            "drivers": drivers,
+        }
+
+
+# -- command line ------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path,
+                        help="TOML file of the drivers to run (default: $NNRT_DEVMGR_CONFIG, "
+                             "else /etc/nnrt/devmgr.toml, else one cpu driver)")
+    parser.add_argument("--runtime-dir", type=Path,
+                        help="socket directory (default: $NNRT_RUNTIME_DIR, see README)")
+    parser.add_argument("--log-level", default="INFO",
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def run(args: argparse.Namespace) -> int:
+    setup_logging(args.log_level)
+    explicit = args.config is not None
+    path = args.config if explicit else default_config_path()
+    notifier = Notifier()
+    try:
+        manager = DeviceManager(path, args.runtime_dir or runtime_dir(), notifier,
+                                explicit_config=explicit)
+        return manager.run()
+    finally:
+        notifier.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nnrt devmgr",
+                                     description="Run and supervise the configured NNRt drivers.")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""The device manager's configuration: which drivers to run and how to look after them.
+
+A TOML file (`tomllib`), read at start and again at every SIGHUP:
+
+    [devmgr]                   # how drivers are watched (all optional)
+    ready_timeout = 30         # s a started driver has to report SERVING
+    stop_timeout = 15          # s between SIGTERM and SIGKILL when stopping a driver
+    probe_interval = 5         # s between health probes of a ready driver
+    probe_timeout = 2          # s a probe may take
+    probe_failures = 3         # failed probes in a row before the driver is killed
+
+    [defaults]                 # restart policy of every driver (all optional)
+    restart = "on-failure"     # always | on-failure | never
+    backoff_initial = 0.5      # s before the first restart; doubled per failure ...
+    backoff_max = 30           # ... up to this
+    crash_loop_failures = 5    # this many failures ...
+    crash_loop_window = 60     # ... within this many s: the device is failed, no restart
+
+    [drivers.cpu]              # one table per driver; the table name is the socket name
+    kind = "cpu"               # default: the name
+    restart = "always"         # any [defaults] key may be overridden here
+    options = { grace = 5, fault-run-delay-ms = 100 }   # nnrt-driver options
+
+`options` become `nnrt-driver` command-line options: `key = value` → `--key value`,
+`key = true` → `--key`, `false` → left out, a list → the option once per element;
+underscores in keys are taken as dashes. The driver is the authority on what its options
+mean: an option it does not know makes it exit 2 at start, which the device manager treats
+like any other failure to start (restarts, then the crash-loop limit).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from nnrt.drivers import DEVICE_KINDS
+
+CONFIG_ENV = "NNRT_DEVMGR_CONFIG"
+SYSTEM_CONFIG = Path("/etc/nnrt/devmgr.toml")
+RESTART_POLICIES = ("always", "on-failure", "never")
+
+# The configuration used when no file is given and none is installed; deploy/devmgr.toml
+# says the same (a test keeps the two in step).
+DEFAULT_CONFIG_TEXT = """\
+[drivers.cpu]
+kind = "cpu"
+"""
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_OPTION = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_RESERVED_OPTIONS = {"name", "runtime-dir", "help", "h"}
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the device manager watches its drivers (the `[devmgr]` table)."""
+
+    ready_timeout: float = 30.0
+    stop_timeout: float = 15.0
+    probe_interval: float = 5.0
+    probe_timeout: float = 2.0
+    probe_failures: int = 3
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """When and how fast a driver is restarted (`[defaults]`, per-driver overrides)."""
+
+    restart: str = "on-failure"
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    crash_loop_failures: int = 5
+    crash_loop_window: float = 60.0
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait before the restart that follows the `failures`-th recent failure."""
+        exponent = max(failures - 1, 0)
+        if exponent > 60:
+            return self.backoff_max
+        return min(self.backoff_initial * (2 ** exponent), self.backoff_max)
+
+
+@dataclass(frozen=True)
+class DriverSpec:
+    """One driver to run."""
+
+    name: str
+    kind: str
+    options: tuple[tuple[str, object], ...] = ()
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+
+    def option_args(self) -> list[str]:
+        """`options` as nnrt-driver command-line arguments."""
+        args: list[str] = []
+        for key, value in self.options:
+            for item in value if isinstance(value, tuple) else (value,):
+                if item is True:
+                    args.append(f"--{key}")
+                elif item is False:
+                    continue
+                else:
+                    args += [f"--{key}", _format_value(item)]
+        return args
+
+    def same_process(self, other: DriverSpec) -> bool:
+        """True if both describe the same driver process (a policy change needs no restart)."""
+        return (self.name, self.kind, self.options) == (other.name, other.kind, other.options)
+
+
+@dataclass(frozen=True)
+class Config:
+    settings: Settings
+    drivers: tuple[DriverSpec, ...]
+    path: Path | None = None  # None: the built-in default
+
+    def driver(self, name: str) -> DriverSpec | None:
+        return next((d for d in self.drivers if d.name == name), None)
+
+    @property
+    def source(self) -> str:
+        return str(self.path) if self.path is not None else "(built-in default)"
+
+
+def _format_value(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _number(where: str, key: str, value: object, *, integer: bool = False,
+            minimum: float = 0.0, strict: bool = True) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: {key} must be a number, not {value!r}")
+    if integer and not isinstance(value, int):
+        raise ConfigError(f"{where}: {key} must be an integer, not {value!r}")
+    if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+        raise ConfigError(f"{where}: {key} must be {bound}, not {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _apply(where: str, base, table: dict, allowed: set[str]):
+    """`base` (a frozen dataclass) with the keys of `table` that name its fields applied."""
+    changes = {}
+    types = {f.name: f.type for f in fields(base)}
+    for key in table.keys() & allowed:
+        value = table[key]
+        if key == "restart":
+            if value not in RESTART_POLICIES:
+                raise ConfigError(f"{where}: restart must be one of "
+                                  f"{', '.join(RESTART_POLICIES)}, not {value!r}")
+            changes[key] = value
+        else:
+            changes[key] = _number(where, key, value, integer=types[key] == "int",
+                                   minimum=1 if types[key] == "int" else 0.0,
+                                   strict=types[key] != "int")
+    return replace(base, **changes)
+
+
+def _check_keys(where: str, table: object, allowed: set[str]) -> dict:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} "
+                          f"(known: {', '.join(sorted(allowed))})")
+    return table
+
+
+_SETTING_KEYS = {f.name for f in fields(Settings)}
+_POLICY_KEYS = {f.name for f in fields(RestartPolicy)}
+_DRIVER_KEYS = {"kind", "options"} | _POLICY_KEYS
+
+
+def _options(where: str, table: object) -> tuple[tuple[str, object], ...]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: options must be a table (options = {{ grace = 5 }})")
+    result = []
+    for raw_key, value in table.items():
+        key = raw_key.replace("_", "-")
+        if not _OPTION.match(key):
+            raise ConfigError(f"{where}: option {raw_key!r} is not an option name")
+        if key in _RESERVED_OPTIONS:
+            raise ConfigError(f"{where}: option {raw_key!r} is set by the device manager")
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if not isinstance(item, (bool, int, float, str)):
+                raise ConfigError(f"{where}: option {raw_key!r} has a value of an "
+                                  f"unsupported type: {item!r}")
+        result.append((key, tuple(value) if isinstance(value, list) else value))
+    return tuple(sorted(result))
+
+
+def parse_config(text: str, path: Path | None = None) -> Config:
+    """The configuration in `text`; ConfigError when it is not valid."""
+    where = str(path) if path is not None else "configuration"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    _check_keys(where, data, {"devmgr", "defaults", "drivers"})
+    settings = _apply(f"{where} [devmgr]",
+                      Settings(), _check_keys(f"{where} [devmgr]", data.get("devmgr", {}),
+                                              _SETTING_KEYS), _SETTING_KEYS)
+    defaults = _apply(f"{where} [defaults]", RestartPolicy(),
+                      _check_keys(f"{where} [defaults]", data.get("defaults", {}), _POLICY_KEYS),
+                      _POLICY_KEYS)
+    drivers_table = data.get("drivers", {})
+    if not isinstance(drivers_table, dict):
+        raise ConfigError(f"{where}: drivers must be tables ([drivers.cpu])")
+    drivers = []
+    for name, table in drivers_table.items():
+        here = f"{where} [drivers.{name}]"
+        if not _NAME.match(name):
+            raise ConfigError(f"{here}: a driver name is letters, digits, '_', '.', '-' "
+                              f"(at most 64, not starting with a punctuation mark)")
+        _check_keys(here, table, _DRIVER_KEYS)
+        kind = table.get("kind", name)
+        if kind not in DEVICE_KINDS:
+            raise ConfigError(f"{here}: unknown kind {kind!r} "
+                              f"(known: {', '.join(sorted(DEVICE_KINDS))})")
+        drivers.append(DriverSpec(
+            name=name, kind=kind, options=_options(here, table.get("options", {})),
+            policy=_apply(here, defaults, table, _POLICY_KEYS)))
+    return Config(settings=settings, drivers=tuple(drivers), path=path)
+
+
+def load_config(path: Path | None) -> Config:
+    """The configuration in the file at `path`, or the built-in default for None."""
+    if path is None:
+        return parse_config(DEFAULT_CONFIG_TEXT)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return parse_config(text, Path(path))
+
+
+def default_config_path() -> Path | None:
+    """The file to read when no --config is given: $NNRT_DEVMGR_CONFIG, else
+    /etc/nnrt/devmgr.toml when it exists, else None (the built-in default)."""
+    configured = os.environ.get(CONFIG_ENV)
+    if configured:
+        return Path(configured)
+    return SYSTEM_CONFIG if SYSTEM_CONFIG.exists() else None
