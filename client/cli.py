@@ -6,10 +6,13 @@
                   (server/devmgr.py)
     nnrt devices  one line per device (client/commands/devices.py)
     nnrt status   the device manager and drivers: health, runs, memory (client/commands/status.py)
+    nnrt run      compile a saved model (.nnrt) and run it once on .npy inputs (commands/run.py)
+    nnrt bench    latency percentiles and throughput of a saved model (commands/bench.py)
 
-`devices` and `status` take `--json`. Exit codes: 0 success, 1 the job failed, 2 bad usage,
-3 nothing running / not reachable (`devices`, `status`), or another device manager already
-runs (`devmgr`).
+`devices`, `status`, `run` and `bench` take `--json`. Exit codes: 0 success, 1 the job
+failed, 2 bad usage (`run`, `bench`: also a bad model file or inputs), 3 nothing running /
+not reachable (`devices`, `status`; `run`, `bench`: no device), or another device manager
+already runs (`devmgr`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import sys
 import numpy as np
 
 from nnrt.client.demo import run_demo
-from nnrt.client.commands import devices, status
+from nnrt.client.commands import bench, devices, run, status
 from nnrt.client.devices import registry
 from nnrt.client.embedded import find_or_start
 from nnrt.server import devmgr as devmgr_module
@@ -68,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     devmgr.set_defaults(func=devmgr_module.run)
     devices.add_parser(sub)
     status.add_parser(sub)
+    run.add_parser(sub)
+    bench.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="nnrt: %(levelname)s %(name)s: %(message)s")

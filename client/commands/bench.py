@@ -1,0 +1,309 @@
+"""`nnrt bench`: latency and throughput of a saved model (client/model_file.py) on a device.
+
+    $ nnrt bench mlp.nnrt --runs 1000 --concurrency 2
+    model:       mlp.nnrt (3 nodes)
+    device:      nnrt-cpu_nnrt_v2_1 (ID 4268738628618916463, driver cpu)
+    inputs:      'x' float32 [4, 16] (random)
+    prepare:     11.8 ms
+    runs:        1000 in 0.52 s (+10 warmup), concurrency 2
+    latency ms:  p50 0.98  p90 1.21  p99 1.87  min 0.66  max 3.02  mean 1.02
+    throughput:  1923.1 runs/s
+
+The model is prepared once; each of `--concurrency` threads has its own input and output
+buffers in the driver's session and runs back to back (one run in flight per thread). The
+`--warmup` runs come first and are not measured; then `--runs` N (default 100) or as many as
+fit in `--seconds` S. Latency is one Run round trip as the client sees it; throughput is the
+measured runs over the measured wall time.
+
+Inputs: `--input` .npy files (checked as by `nnrt run`), or random ones matching the model:
+floats uniform in [0, 1), integers 0, booleans random; a dynamic dimension takes
+`--dynamic-dim` (default 1). On a terminal, a progress bar goes to stderr (none otherwise).
+
+Device choice, the embedded driver and exit codes are those of `nnrt run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nnrt.client import model_file
+from nnrt.client.capi._objects import LoweredModel
+from nnrt.client.commands.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, print_json
+from nnrt.client.commands.run import (CommandError, Prepared, RunSlot, _positive_int,
+                                      add_model_arguments, check_dim_ranges, check_inputs,
+                                      describe_io, finish, load_inputs, load_model, open_device)
+
+DEFAULT_RUNS = 100
+DEFAULT_WARMUP = 5
+BAR_WIDTH = 30
+BAR_INTERVAL = 0.1  # s between progress bar updates
+JOIN_SLICE = 0.1  # s the main thread waits on the workers at a time
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "bench", help="latency percentiles and throughput of a saved model",
+        description="Compile a saved model (.nnrt) on a device and run it repeatedly: latency "
+                    "percentiles and throughput.")
+    add_model_arguments(parser, inputs_required=False)
+    amount = parser.add_mutually_exclusive_group()
+    amount.add_argument("--runs", "-n", type=_positive_int,
+                        help=f"measured runs (default {DEFAULT_RUNS})")
+    amount.add_argument("--seconds", "-s", type=_positive_float,
+                        help="measure for this long instead of a number of runs")
+    parser.add_argument("--warmup", type=_non_negative_int, default=DEFAULT_WARMUP, metavar="N",
+                        help=f"runs before measuring (default {DEFAULT_WARMUP})")
+    parser.add_argument("--concurrency", "-c", type=_positive_int, default=1, metavar="K",
+                        help="runs in flight at once (default 1)")
+    parser.add_argument("--dynamic-dim", type=_positive_int, default=1, metavar="N",
+                        help="size of a dynamic dimension of random inputs (default 1)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    parser.set_defaults(func=run)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
+    return value
+
+
+def random_inputs(lowered: LoweredModel, dynamic_dim: int, seed: int) -> list[np.ndarray]:
+    """Inputs matching the model: floats in [0, 1), integers 0, booleans random."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for desc in lowered.inputs:
+        dtype = model_file.dtype_of(desc)
+        shape = [dynamic_dim if d < 0 else d for d in desc.shape]
+        if dtype.kind == "f":
+            arrays.append(rng.random(shape).astype(dtype))
+        elif dtype.kind == "b":
+            arrays.append(rng.random(shape) < 0.5)
+        else:
+            arrays.append(np.zeros(shape, dtype))
+    return arrays
+
+
+# -- measuring --------------------------------------------------------------------------------
+
+
+@dataclass
+class Phase:
+    """Runs by `len(slots)` threads: `count` runs, or as many as fit in `seconds`."""
+
+    slots: Sequence[RunSlot]
+    timeout_ms: int
+    count: int | None = None
+    seconds: float | None = None
+    latencies: list[float] = field(default_factory=list)  # s, in completion order
+    error: CommandError | None = None
+    elapsed: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _tickets: itertools.count = field(default_factory=itertools.count)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _started: float = 0.0
+
+    def _worker(self, slot: RunSlot) -> None:
+        try:
+            while not self._stop.is_set():
+                if self.count is not None:
+                    if next(self._tickets) >= self.count:
+                        break
+                elif time.perf_counter() - self._started >= self.seconds:
+                    break
+                began = time.perf_counter()
+                slot.run(self.timeout_ms)
+                latency = time.perf_counter() - began
+                with self._lock:
+                    self.latencies.append(latency)
+        except CommandError as exc:
+            with self._lock:
+                if self.error is None:
+                    self.error = exc
+            self._stop.set()
+        except Exception as exc:  # noqa: BLE001 - reported like any failed run
+            with self._lock:
+                if self.error is None:
+                    self.error = CommandError(EXIT_FAILURE, f"run failed: {exc}")
+            self._stop.set()
+
+    def done(self) -> int:
+        return len(self.latencies)
+
+    def fraction(self) -> float:
+        if self.count is not None:
+            return min(1.0, self.done() / self.count) if self.count else 1.0
+        return min(1.0, (time.perf_counter() - self._started) / self.seconds)
+
+    def measure(self, bar: ProgressBar | None, label: str, keep: bool = True) -> None:
+        """Run the phase to its end (KeyboardInterrupt: stop the workers, then re-raise)."""
+        threads = [threading.Thread(target=self._worker, args=(slot,), daemon=True,
+                                    name=f"nnrt-bench-{i}") for i, slot in enumerate(self.slots)]
+        self._started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(JOIN_SLICE)
+                    if bar is not None:
+                        bar.show(label, self)
+        except KeyboardInterrupt:
+            self._stop.set()
+            for thread in threads:  # a run in flight ends at its deadline at the latest
+                thread.join(self.timeout_ms / 1000 + 1)
+            raise
+        finally:
+            self.elapsed = time.perf_counter() - self._started
+            if bar is not None:
+                bar.show(label, self, final=True, keep=keep)
+
+
+class ProgressBar:
+    """`bench [#########.........]  45/100 runs  0.4 s` on stderr, redrawn in place."""
+
+    def __init__(self, stream=sys.stderr) -> None:
+        self.stream = stream
+        self._last = 0.0
+
+    @staticmethod
+    def wanted(stream=sys.stderr) -> bool:
+        try:
+            return stream.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+    def show(self, label: str, phase: Phase, final: bool = False, keep: bool = True) -> None:
+        """Redraw (at most every BAR_INTERVAL); the final drawing stays (`keep`) or goes."""
+        now = time.monotonic()
+        if not final and now - self._last < BAR_INTERVAL:
+            return
+        self._last = now
+        fraction = phase.fraction()
+        filled = int(round(fraction * BAR_WIDTH))
+        total = f"/{phase.count}" if phase.count is not None else ""
+        elapsed = time.perf_counter() - phase._started
+        limit = f"/{phase.seconds:g}" if phase.seconds is not None else ""
+        line = (f"{label:<7}[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] "
+                f"{phase.done()}{total} runs  {elapsed:.1f}{limit} s")
+        self.stream.write(f"\r{line}\x1b[K")
+        if final:
+            self.stream.write("\n" if keep else "\r\x1b[K")
+        self.stream.flush()
+
+
+def summary(latencies: Sequence[float], elapsed: float) -> dict:
+    ms = np.asarray(latencies, dtype=np.float64) * 1000
+    p50, p90, p99 = np.percentile(ms, [50, 90, 99])
+    return {"latency_ms": {"p50": round(float(p50), 4), "p90": round(float(p90), 4),
+                           "p99": round(float(p99), 4), "min": round(float(ms.min()), 4),
+                           "max": round(float(ms.max()), 4), "mean": round(float(ms.mean()), 4)},
+            "throughput_per_s": round(len(ms) / elapsed, 3) if elapsed > 0 else None}
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _bench(args)
+    except CommandError as exc:
+        return finish(exc, args.json)
+    except KeyboardInterrupt:
+        return finish(CommandError(EXIT_FAILURE, "interrupted"), args.json)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    lowered = load_model(args.model)
+    if args.inputs:
+        sources = [str(p) for p in args.inputs]
+        arrays = check_inputs(lowered, load_inputs(args.inputs), sources)
+    else:
+        arrays = random_inputs(lowered, args.dynamic_dim, args.seed)
+        sources = ["random"] * len(arrays)
+    count = args.runs if args.runs is not None or args.seconds is not None else DEFAULT_RUNS
+    bar = ProgressBar() if ProgressBar.wanted() else None
+    interrupted = False
+    with open_device(args) as target:
+        prepared = Prepared(target, lowered, float16=args.float16)
+        slots: list[RunSlot] = []
+        try:
+            check_dim_ranges(lowered, arrays, prepared.ranges)
+            first = RunSlot(prepared, arrays)
+            slots.append(first)
+            shapes = first.run(args.timeout)  # sizes the outputs (dynamic shapes)
+            sizes = first.output_sizes
+            slots += [RunSlot(prepared, arrays, sizes) for _ in range(args.concurrency - 1)]
+            if args.warmup:
+                warmup = Phase(slots, args.timeout, count=args.warmup)
+                warmup.measure(bar, "warmup", keep=False)
+                if warmup.error is not None:
+                    raise warmup.error
+            phase = Phase(slots, args.timeout, count=count if args.seconds is None else None,
+                          seconds=args.seconds)
+            try:
+                phase.measure(bar, "bench")
+            except KeyboardInterrupt:  # report what was measured (an embedded driver got
+                interrupted = True     # the terminal's SIGINT too: runs after it failed)
+            if phase.error is not None and not interrupted:
+                raise phase.error
+        finally:
+            for slot in slots:
+                slot.close()
+            prepared.close()
+    if not phase.latencies:
+        raise CommandError(EXIT_FAILURE if interrupted else EXIT_USAGE,
+                           "interrupted before any measured run" if interrupted
+                           else "no run fitted in the time given")
+    result = summary(phase.latencies, phase.elapsed)
+    inputs = [{"name": d.name, "dtype": str(a.dtype), "shape": list(a.shape), "source": s}
+              for d, a, s in zip(lowered.inputs, arrays, sources)]
+    outputs = [{"name": d.name, "dtype": str(model_file.dtype_of(d)), "shape": list(s)}
+               for d, s in zip(lowered.outputs, shapes)]
+    if args.json:
+        print_json({"ok": not interrupted, "model": str(args.model), "device": target.json(),
+                    "runtime_dir": str(target.directory), "embedded": target.embedded,
+                    "float16": args.float16, "prepare_ms": round(prepared.prepare_ms, 3),
+                    "inputs": inputs, "outputs": outputs, "warmup": args.warmup,
+                    "concurrency": args.concurrency, "runs": len(phase.latencies),
+                    "seconds": round(phase.elapsed, 4), "interrupted": interrupted, **result})
+    else:
+        lat = result["latency_ms"]
+        nodes = len(lowered.hdi.nodes)
+        print(f"model:       {args.model} ({nodes} node{'s' if nodes != 1 else ''})")
+        print(f"device:      {target.text()}"
+              + ("  [embedded driver]" if target.embedded else ""))
+        for i, (entry, desc) in enumerate(zip(inputs, lowered.inputs)):
+            shown = describe_io(desc).replace(model_file.shape_text(desc.shape),
+                                              model_file.shape_text(entry["shape"]))
+            print(f"{'inputs:' if i == 0 else '':<13}{shown} ({entry['source']})")
+        print(f"prepare:     {prepared.prepare_ms:.1f} ms"
+              + ("   (float16)" if args.float16 else ""))
+        print(f"runs:        {len(phase.latencies)} in {phase.elapsed:.2f} s "
+              f"(+{args.warmup} warmup), concurrency {args.concurrency}"
+              + ("  [interrupted]" if interrupted else ""))
+        print(f"latency ms:  p50 {lat['p50']:.3f}  p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  "
+              f"min {lat['min']:.3f}  max {lat['max']:.3f}  mean {lat['mean']:.3f}")
+        print(f"throughput:  {result['throughput_per_s']:.1f} runs/s")
+    return EXIT_FAILURE if interrupted else EXIT_OK

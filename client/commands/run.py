@@ -1,0 +1,476 @@
+"""`nnrt run`: compile a saved model (client/model_file.py) on a device and run it once.
+
+    $ nnrt run mlp.nnrt --input x.npy --output-dir out
+    model:    mlp.nnrt (3 nodes)
+    device:   nnrt-cpu_nnrt_v2_1 (ID 4268738628618916463, driver cpu)
+    prepare:  11.8 ms   run: 0.91 ms
+
+    KIND    NAME       DTYPE    SHAPE    FILE
+    input   x          float32  [4, 16]  x.npy
+    output  Tensor: 7  float32  [4, 10]  out/Tensor_7.npy
+
+Inputs are `.npy` files, one per model input in the model's order, checked before any
+device is asked: their count, data type (exact; a non-native byte order is converted) and
+shape (rank, every fixed dimension; a dynamic one must be within the device's
+GetInputDimRanges). Each output is written to `<output-dir>/<name>.npy`, its name from the
+model's I/O descriptors with every run of characters other than letters, digits, `.`, `_`
+and `-` replaced by `_` (`Tensor: 7` -> `Tensor_7.npy`).
+
+The device: `--device` by ID, full name (`nnrt-cpu_nnrt_v2_1`), device-name part
+(`nnrt-cpu` or `cpu`), driver (socket) name or type (`cpu`); default the first. With no
+driver in the runtime directory an embedded CPU driver is started for the run, as for
+`nnrt demo` (client/embedded.py), and said so on stderr; `NNRT_NO_EMBEDDED=1` forbids it.
+
+Exit codes: 0 ok, 1 failed (the device refused the model, the run failed or timed out, an
+output could not be written), 2 bad usage or bad input (unreadable or invalid model file,
+inputs that do not match the model), 3 no device (none running and no embedded one, or no
+device of that name).
+
+This module also holds what `nnrt bench` shares with it: loading and checking inputs,
+opening the device, preparing, and the buffers of one run in flight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nnrt.client import model_file
+from nnrt.client.capi._objects import IODesc, LoweredModel
+from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE,
+                                         add_common_arguments, print_json, say, table)
+from nnrt.client.devices import Device, DeviceRegistry
+from nnrt.client.embedded import DISABLE_ENV, embedded_disabled, find_or_start
+from nnrt.client.hdi import DriverClient, DriverGone, SharedMemory
+from nnrt.client.hdi_model import PrepareError
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.server.errors import NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, code_name
+from nnrt.server.runtime_dir import ENV as RUNTIME_ENV
+from nnrt.server.runtime_dir import driver_names, runtime_dir
+
+DEFAULT_TIMEOUT_MS = 60_000
+DYNAMIC_OUTPUT_GUESS = 1 << 16  # bytes for an output of unknown size; grown when too small
+
+
+class CommandError(Exception):
+    """Ends a command with `code` and `message` on stderr."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "run", help="compile a saved model and run it once on .npy inputs",
+        description="Compile a saved model (.nnrt, see client/model_file.py) on a device, run it "
+                    "once on .npy inputs and write each output as <output-dir>/<name>.npy.")
+    add_model_arguments(parser)
+    parser.add_argument("--output-dir", type=Path, default=Path("."),
+                        help="where the outputs are written (default: the current directory)")
+    parser.set_defaults(func=run)
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, *, inputs_required: bool = True) -> None:
+    """What `run` and `bench` share: the model, inputs, device and compilation options."""
+    parser.add_argument("model", type=Path, help="the saved model (.nnrt)")
+    parser.add_argument("--input", "-i", dest="inputs", action="append", type=Path, default=[],
+                        metavar="NPY", help="a .npy file per model input, in order"
+                        + ("" if inputs_required else " (default: random inputs)"))
+    parser.add_argument("--device", "-d", help="device ID, name, driver or type "
+                                               "(default: the first device)")
+    parser.add_argument("--float16", action="store_true",
+                        help="compute in float16 (the device must support it)")
+    parser.add_argument("--timeout", type=_positive_int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
+                        help=f"deadline of each run in ms (default {DEFAULT_TIMEOUT_MS})")
+    add_common_arguments(parser)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {value}")
+    return value
+
+
+# -- the model and its inputs ---------------------------------------------------------------
+
+
+def load_model(path: Path) -> LoweredModel:
+    try:
+        return model_file.load(path)
+    except OSError as exc:
+        raise CommandError(EXIT_USAGE, f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise CommandError(EXIT_USAGE, str(exc)) from None
+
+
+def describe_io(desc: IODesc) -> str:
+    return f"{desc.name!r} {model_file.dtype_of(desc)} {model_file.shape_text(desc.shape)}"
+
+
+def load_inputs(paths: Sequence[Path]) -> list[np.ndarray]:
+    arrays = []
+    for path in paths:
+        try:
+            array = np.load(path, allow_pickle=False)
+        except OSError as exc:
+            raise CommandError(EXIT_USAGE, f"cannot read {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:  # not a .npy file, or an object array
+            raise CommandError(EXIT_USAGE, f"cannot read {path} as a .npy array: {exc}") from None
+        if not isinstance(array, np.ndarray):  # an .npz archive
+            raise CommandError(EXIT_USAGE, f"{path} is an .npz archive: give one .npy per input")
+        arrays.append(array)
+    return arrays
+
+
+def check_inputs(lowered: LoweredModel, arrays: Sequence[np.ndarray],
+                 sources: Sequence[str]) -> list[np.ndarray]:
+    """The inputs, checked against the model (CommandError, exit 2, naming what is wrong);
+    arrays in a non-native byte order are converted, all made contiguous."""
+    descs = lowered.inputs
+    if len(arrays) != len(descs):
+        wanted = "; ".join(describe_io(d) for d in descs)
+        raise CommandError(EXIT_USAGE, f"the model has {len(descs)} input"
+                                       f"{'s' if len(descs) != 1 else ''} ({wanted}), "
+                                       f"{len(arrays)} given")
+    checked = []
+    for i, (desc, array, source) in enumerate(zip(descs, arrays, sources)):
+        what = f"input {i} ({desc.name!r}, {source})"
+        dtype = model_file.dtype_of(desc)
+        if array.dtype != dtype and array.dtype.newbyteorder("=") == dtype:
+            array = array.astype(dtype)
+        if array.dtype != dtype:
+            raise CommandError(EXIT_USAGE, f"{what}: data type {array.dtype}, the model wants "
+                                           f"{dtype}")
+        want = model_file.shape_text(desc.shape)
+        got = model_file.shape_text(list(array.shape))
+        if array.ndim != len(desc.shape):
+            raise CommandError(EXIT_USAGE, f"{what}: shape {got}, the model wants {want} "
+                                           f"(rank {len(desc.shape)}, not {array.ndim})")
+        for axis, (d, w) in enumerate(zip(array.shape, desc.shape)):
+            if w >= 0 and d != w:
+                raise CommandError(EXIT_USAGE, f"{what}: shape {got}, the model wants {want}: "
+                                               f"dimension {axis} is {d}, not {w}")
+            if d < 1:
+                raise CommandError(EXIT_USAGE, f"{what}: shape {got}: dimension {axis} is empty")
+        checked.append(np.ascontiguousarray(array))
+    return checked
+
+
+def check_dim_ranges(lowered: LoweredModel, arrays: Sequence[np.ndarray],
+                     ranges: tuple[list[list[int]], list[list[int]]] | None) -> None:
+    """Dynamic dimensions against the device's GetInputDimRanges (exit 2 outside them)."""
+    if ranges is None:
+        return
+    for i, (desc, array, lows, highs) in enumerate(zip(lowered.inputs, arrays, *ranges)):
+        for axis, (d, low, high) in enumerate(zip(array.shape, lows, highs)):
+            if not low <= d <= high:
+                raise CommandError(EXIT_USAGE, f"input {i} ({desc.name!r}): dimension {axis} "
+                                               f"is {d}, outside the device's range "
+                                               f"[{low}, {high}]")
+
+
+def output_file_names(descs: Sequence[IODesc]) -> list[str]:
+    """`<name>.npy` per output: names sanitised for a file system, made unique."""
+    names, used = [], set()
+    for i, desc in enumerate(descs):
+        base = re.sub(r"[^A-Za-z0-9._-]+", "_", desc.name).strip("._") or f"output_{i}"
+        name, n = base, 1
+        while name.lower() in used:
+            n += 1
+            name = f"{base}_{n}"
+        used.add(name.lower())
+        names.append(f"{name}.npy")
+    return names
+
+
+# -- the device -------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    device: Device
+    client: DriverClient
+    directory: Path
+    embedded: bool
+
+    def json(self) -> dict:
+        return {"name": self.device.name, "id": self.device.id, "driver": self.device.driver}
+
+    def text(self) -> str:
+        return f"{self.device.name} (ID {self.device.id}, driver {self.device.driver})"
+
+
+def select_device(devices: Sequence[Device], wanted: str | None) -> Device:
+    """By ID, full name, device-name part, driver name or type; None: the first."""
+    if wanted is None:
+        return devices[0]
+    key = wanted.strip().lower()
+    if key.isdigit():
+        match = [d for d in devices if d.id == int(key)]
+    else:
+        match = [d for d in devices if d.name.lower() == key] or \
+            [d for d in devices if d.device_name.lower() in (key, f"nnrt-{key}")] or \
+            [d for d in devices if d.driver.lower() == key] or \
+            [d for d in devices if ht.DeviceType.Name(d.hdi_device_type).lower() == key
+             if d.hdi_device_type in ht.DeviceType.values()]
+    if not match:
+        names = ", ".join(f"{d.name} ({d.id})" for d in devices)
+        raise CommandError(EXIT_UNREACHABLE, f"no device {wanted!r} (devices: {names})")
+    return match[0]
+
+
+@contextlib.contextmanager
+def open_device(args: argparse.Namespace) -> Iterator[Target]:
+    """The chosen device's session; an embedded driver started (and said so) when none runs."""
+    if args.runtime_dir is not None:
+        os.environ[RUNTIME_ENV] = str(args.runtime_dir)
+    directory = runtime_dir()
+    if not driver_names(directory) and embedded_disabled():
+        raise CommandError(EXIT_UNREACHABLE, f"no device: no driver in {directory} and "
+                                             f"{DISABLE_ENV} is set")
+    try:
+        found, embedded = find_or_start()
+    except RuntimeError as exc:
+        raise CommandError(EXIT_FAILURE, f"cannot start an embedded driver: {exc}") from None
+    if embedded is not None:
+        say(f"no driver in {directory}: started an embedded {', '.join(embedded.kinds)} driver "
+            f"in {found} for this run, stopped at the end ({DISABLE_ENV}=1 forbids this)")
+    registry = DeviceRegistry(found)
+    try:
+        devices = registry.devices()
+        if not devices:
+            raise CommandError(EXIT_UNREACHABLE, f"no device: no driver answers in {found}")
+        device = select_device(devices, args.device)
+        try:
+            client = device.client()
+        except DriverGone as exc:
+            raise CommandError(EXIT_UNREACHABLE, f"device {device.name}: {exc}") from None
+        yield Target(device, client, found, embedded is not None)
+    finally:
+        registry.close()  # end our session before the drivers go
+        if embedded is not None:
+            embedded.stop()
+
+
+# -- preparing and running --------------------------------------------------------------------
+
+
+class Prepared:
+    """A model prepared on the target's device (released by `close`)."""
+
+    def __init__(self, target: Target, lowered: LoweredModel, *, float16: bool = False) -> None:
+        self.target = target
+        self.client = target.client
+        self.lowered = lowered
+        if float16:
+            reply = self.client.is_float16_precision_supported()
+            if reply.returnCode != NNRT_SUCCESS or not reply.isSupported:
+                raise CommandError(EXIT_FAILURE, f"device {target.device.name} does not "
+                                                 "support float16 precision")
+        started = time.perf_counter()
+        try:
+            self.model_id = lowered.hdi.prepare(self.client, ht.ModelConfig(enableFloat16=float16))
+        except PrepareError as exc:
+            raise CommandError(EXIT_FAILURE, f"device {target.device.name} refused the model: "
+                                             f"{exc}") from None
+        self.prepare_ms = (time.perf_counter() - started) * 1000
+        reply = self.client.get_input_dim_ranges(self.model_id)
+        self.ranges = None
+        if reply.returnCode == NNRT_SUCCESS and len(reply.minInputDims) == len(lowered.inputs):
+            self.ranges = ([list(a.values) for a in reply.minInputDims],
+                           [list(a.values) for a in reply.maxInputDims])
+        self.in_tensors = [lowered.hdi.tensors[i] for i in lowered.hdi.inputs]
+        self.out_tensors = [lowered.hdi.tensors[i] for i in lowered.hdi.outputs]
+        self.out_dtypes = [model_file.dtype_of(d) for d in lowered.outputs]
+
+    def allocate(self, size: int) -> SharedMemory:
+        code, memory = self.client.allocate_buffer(max(size, 1))
+        if code != NNRT_SUCCESS or memory is None:
+            raise CommandError(EXIT_FAILURE, f"AllocateBuffer of {size} bytes failed: "
+                                             f"{code_name(code)}")
+        return memory
+
+    def output_guess(self, arrays: Sequence[np.ndarray]) -> list[int]:
+        """Output buffer sizes: exact for static outputs, a guess for dynamic ones (a run
+        that finds one too small is repeated with the sizes the driver reports)."""
+        # The usual dynamic dimension is a batch: the outputs' grow as the inputs' do.
+        scale = max((math.prod(n for n, d in zip(a.shape, desc.shape) if d < 0)
+                     for a, desc in zip(arrays, self.lowered.inputs)), default=1)
+        sizes = []
+        for desc, dtype in zip(self.lowered.outputs, self.out_dtypes):
+            static = math.prod(d for d in desc.shape if d >= 0) * dtype.itemsize
+            if all(d >= 0 for d in desc.shape):
+                sizes.append(static)
+            else:
+                sizes.append(max(DYNAMIC_OUTPUT_GUESS, static * scale))
+        return sizes
+
+    def close(self) -> None:
+        if self.client.alive:
+            with contextlib.suppress(DriverGone):
+                self.client.release_prepared_model(self.model_id)
+
+
+class RunSlot:
+    """The input and output buffers of one run in flight, in the driver's session."""
+
+    def __init__(self, prepared: Prepared, arrays: Sequence[np.ndarray],
+                 output_sizes: Sequence[int] | None = None) -> None:
+        self.prepared = prepared
+        self.memories: list[SharedMemory] = []
+        self.inputs = []
+        for array, tensor in zip(arrays, prepared.in_tensors):
+            memory = self._allocate(array.nbytes)
+            if array.nbytes:
+                memory.view(0, array.nbytes)[:] = array.reshape(-1).view(np.uint8)
+            self.inputs.append(ht.IOTensor(
+                name=tensor.name, dataType=tensor.dataType, dimensions=list(array.shape),
+                format=tensor.format, data=memory.descriptor(0, array.nbytes)))
+        self.out_memories: list[SharedMemory] = []
+        self.outputs: list[ht.IOTensor] = []
+        self._make_outputs(output_sizes or prepared.output_guess(arrays))
+
+    def _allocate(self, size: int) -> SharedMemory:
+        memory = self.prepared.allocate(size)
+        self.memories.append(memory)
+        return memory
+
+    def _make_outputs(self, sizes: Sequence[int]) -> None:
+        self.out_memories = [self._allocate(size) for size in sizes]
+        self.outputs = [
+            ht.IOTensor(name=t.name, dataType=t.dataType, dimensions=list(t.dims),
+                        format=t.format, data=m.descriptor())
+            for t, m in zip(self.prepared.out_tensors, self.out_memories)]
+
+    @property
+    def output_sizes(self) -> list[int]:
+        return [m.size for m in self.out_memories]
+
+    def run(self, timeout_ms: int) -> list[list[int]]:
+        """One Run; the output shapes. Outputs too small (dynamic shapes) are grown and the
+        run repeated once. CommandError (exit 1) when the run fails or times out."""
+        reply = self._run(timeout_ms)
+        count = len(self.outputs)
+        if reply.returnCode == NNRT_INSUFFICIENT_BUFFER and len(reply.outputDims) == count:
+            sizes = [math.prod(d.values) * dt.itemsize
+                     for d, dt in zip(reply.outputDims, self.prepared.out_dtypes)]
+            self._release(self.out_memories)
+            self._make_outputs(sizes)
+            reply = self._run(timeout_ms)
+        if reply.returnCode != NNRT_SUCCESS:
+            raise CommandError(EXIT_FAILURE, f"Run failed: {code_name(reply.returnCode)}")
+        if len(reply.outputDims) == count:
+            return [list(d.values) for d in reply.outputDims]
+        return [list(d.shape) for d in self.prepared.lowered.outputs]
+
+    def _run(self, timeout_ms: int):
+        prepared = self.prepared
+        try:
+            return prepared.client.run(prepared.model_id, self.inputs, self.outputs,
+                                       timeout=timeout_ms / 1000)
+        except TimeoutError:
+            raise CommandError(EXIT_FAILURE, f"the run did not finish within {timeout_ms} ms") \
+                from None
+        except DriverGone as exc:
+            raise CommandError(EXIT_FAILURE, str(exc)) from None
+
+    def read_outputs(self, shapes: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        return [m.array(dtype, shape).copy()
+                for m, dtype, shape in zip(self.out_memories, self.prepared.out_dtypes, shapes)]
+
+    def _release(self, memories: Sequence[SharedMemory]) -> None:
+        client = self.prepared.client
+        for memory in memories:
+            if client.alive:
+                with contextlib.suppress(DriverGone):
+                    client.release_buffer(memory)
+            memory.close()
+            self.memories.remove(memory)
+
+    def close(self) -> None:
+        self._release(list(self.memories))
+
+
+def finish(exc: CommandError, as_json: bool) -> int:
+    """Say why a command ends and give its exit code (JSON carries the error too)."""
+    if as_json:
+        print_json({"ok": False, "exit_code": exc.code, "error": exc.message})
+    say(exc.message)
+    return exc.code
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except CommandError as exc:
+        return finish(exc, args.json)
+
+
+def _run(args: argparse.Namespace) -> int:
+    lowered = load_model(args.model)
+    arrays = check_inputs(lowered, load_inputs(args.inputs), [str(p) for p in args.inputs])
+    out_dir: Path = args.output_dir
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CommandError(EXIT_USAGE, f"--output-dir {out_dir} is not a directory")
+    files = [out_dir / name for name in output_file_names(lowered.outputs)]
+    with open_device(args) as target:
+        prepared = Prepared(target, lowered, float16=args.float16)
+        try:
+            check_dim_ranges(lowered, arrays, prepared.ranges)
+            slot = RunSlot(prepared, arrays)
+            try:
+                started = time.perf_counter()
+                shapes = slot.run(args.timeout)
+                run_ms = (time.perf_counter() - started) * 1000
+                results = slot.read_outputs(shapes)
+            finally:
+                slot.close()
+        finally:
+            prepared.close()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for path, result in zip(files, results):
+            np.save(path, result)
+    except OSError as exc:
+        raise CommandError(EXIT_FAILURE, f"cannot write the outputs to {out_dir}: "
+                                         f"{exc.strerror or exc}") from None
+    inputs = [{"name": d.name, "dtype": str(a.dtype), "shape": list(a.shape), "file": str(p)}
+              for d, a, p in zip(lowered.inputs, arrays, args.inputs)]
+    outputs = [{"name": d.name, "dtype": str(r.dtype), "shape": list(r.shape), "file": str(p)}
+               for d, r, p in zip(lowered.outputs, results, files)]
+    if args.json:
+        print_json({"ok": True, "model": str(args.model), "device": target.json(),
+                    "runtime_dir": str(target.directory), "embedded": target.embedded,
+                    "float16": args.float16, "prepare_ms": round(prepared.prepare_ms, 3),
+                    "run_ms": round(run_ms, 3), "inputs": inputs, "outputs": outputs})
+        return EXIT_OK
+    nodes = len(lowered.hdi.nodes)
+    print(f"model:    {args.model} ({nodes} node{'s' if nodes != 1 else ''})")
+    print(f"device:   {target.text()}" + ("  [embedded driver]" if target.embedded else ""))
+    print(f"prepare:  {prepared.prepare_ms:.1f} ms   run: {run_ms:.2f} ms"
+          + ("   (float16)" if args.float16 else ""))
+    print()
+    print(table(("KIND", "NAME", "DTYPE", "SHAPE", "FILE"),
+                [("input", e["name"], e["dtype"], model_file.shape_text(e["shape"]), e["file"])
+                 for e in inputs] +
+                [("output", e["name"], e["dtype"], model_file.shape_text(e["shape"]), e["file"])
+                 for e in outputs]))
+    return EXIT_OK
