@@ -20,6 +20,9 @@ numpy arrays — built on the OH_NN* C API (`nnrt.client.capi`), the same core.
   numpy arrays over the shared memory the driver wrote (no copy). An executor never
   overwrites arrays it has handed out while they are alive: a run whose previous results
   are still referenced gets fresh tensors, released once those arrays are gone.
+* A driver that crashes fails the runs in flight (`NNRtError(OH_NN_CONNECTION_EXCEPTION)`)
+  and every run while it is down; once a driver of the same device serves again, the next
+  run prepares the model there again and succeeds, with the same executor and tensors.
 """
 
 from __future__ import annotations
@@ -1163,4 +1166,5 @@ def _on_run_done(user_data: Any, code: int, outputs: list, count: int) -> None:
 
 
 def _on_service_died(user_data: Any) -> None:
-    log.warning("the driver of a run in flight died; the model must be compiled again")
+    log.warning("the driver of a run in flight died; the executor prepares its model again "
+                "on its next run once the driver is back")

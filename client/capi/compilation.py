@@ -41,7 +41,9 @@ UNSUPPORTED (upstream's constant answer), the driver failing to export SAVE_CACH
 
 `BuiltModel.extra` holds: `client` (the DriverClient whose session holds
 `prepared_model_id`), `config` (the ModelConfig it was prepared with), `source` ("model",
-"cache" or "offline"), `cache` (the CacheContents, once known), `digest` (model identity
+"cache" or "offline"), `cache` (the CacheContents, once known: a model compiled on a device
+with a model cache has it exported right after PrepareModel, kept client-side for recovery
+— `prepare_again` — and for ExportCacheToBuffer), `digest` (model identity
 for caches), `release` (a weakref.finalize: the prepared model is released when the
 BuiltModel is garbage — i.e. once the compilation and every executor holding it are gone —
 or at once when called), and `dim_ranges_code` when GetInputDimRanges failed (min/max dims
@@ -690,8 +692,64 @@ def _compile(device: Device, client: DriverClient, config: ht.ModelConfig,
         raise _Failed(OH_NN_FAILED, f"on {device.name}: {exc}") from exc
     if reply.returnCode != NNRT_SUCCESS:
         raise _prepare_failed("PrepareModel", device, reply.returnCode)
-    return _built(device, client, reply.preparedModelId, lowered.inputs, lowered.outputs,
-                  config, lowered, "model", None, None)
+    built = _built(device, client, reply.preparedModelId, lowered.inputs, lowered.outputs,
+                   config, lowered, "model", None, None)
+    _keep_cache(client, built)
+    return built
+
+
+def _keep_cache(client: DriverClient, built: BuiltModel) -> None:
+    """Export the freshly prepared model's cache and keep it in `built.extra["cache"]`, so
+    that executors can prepare it again from the cache after a driver restart without any
+    disk (and ExportCacheToBuffer needs no driver call). Best effort: a device without a
+    cache, or one that fails to export, leaves it None (recovery then uses the model).
+    DriverGone passes through (the Build fails: the driver died under it)."""
+    try:
+        code, contents, why = _driver_cache(client, built)
+    except DriverGone:
+        built.extra["release"]()
+        raise
+    if code == OH_NN_SUCCESS:
+        built.extra["cache"] = contents
+    else:
+        log.debug("no model cache kept for recovery: %s", why)
+
+
+def can_prepare_again(built: BuiltModel) -> bool:
+    """Whether `prepare_again` has something to prepare from (a kept cache or the model)."""
+    return built.model is not None or built.extra.get("cache") is not None
+
+
+def prepare_again(built: BuiltModel, client: DriverClient) -> tuple[int, str]:
+    """Prepare a built model in a later session of its device's driver (a new process
+    after a crash): `(preparedModelId, "cache" | "model")`.
+
+    From the cache blobs kept at Build, copied into a fresh shared buffer
+    (PrepareModelFromModelCache), when the driver says it supports a cache; from the lowered
+    model when it does not, when there is no kept cache, or when the driver refuses the
+    blobs. DriverGone passes through; PrepareError when nothing could be prepared.
+    """
+    device = built.device
+    config = built.extra.get("config")
+    config = config if isinstance(config, ht.ModelConfig) else ht.ModelConfig()
+    contents = built.extra.get("cache")
+    if contents is not None:
+        supported = client.is_model_cache_supported()
+        if supported.returnCode == NNRT_SUCCESS and supported.isSupported:
+            try:
+                with _blobs_in_driver(client, device, contents.blobs) as windows:
+                    reply = client.prepare_model_from_model_cache(windows, config)
+            except _Failed as exc:
+                log.warning("preparing again from the kept cache on %s: %s", device.name, exc)
+            else:
+                if reply.returnCode == NNRT_SUCCESS:
+                    return reply.preparedModelId, "cache"
+                log.warning("%s refused the kept model cache (%s); preparing from the model",
+                            device.name, code_name(reply.returnCode))
+    if built.model is None:
+        raise PrepareError("preparing again (no model kept, and the cache was not usable)",
+                           NNRT_NOT_SUPPORT)
+    return built.model.hdi.prepare(client, config), "model"
 
 
 def _built(device: Device, client: DriverClient, model_id: int, inputs: list[IODesc],
@@ -861,9 +919,12 @@ def _build_with_cache(device: Device, client: DriverClient, config: ht.ModelConf
                       f"{prefix!r}, version {version}) and no model to compile")
     built = _compile(device, client, config, lowered)
     try:
-        code, contents, why = _driver_cache(client, built)
-        if code != OH_NN_SUCCESS:
-            raise _Failed(OH_NN_SAVE_CACHE_EXCEPTION, f"the compiled model cannot be saved: {why}")
+        contents = built.extra.get("cache")  # exported by _compile when it could
+        if contents is None:
+            code, contents, why = _driver_cache(client, built)
+            if code != OH_NN_SUCCESS:
+                raise _Failed(OH_NN_SAVE_CACHE_EXCEPTION,
+                              f"the compiled model cannot be saved: {why}")
         try:
             with _dir_lock(directory, exclusive=True):
                 cache.write(contents, version, device.id, digest)

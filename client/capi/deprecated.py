@@ -35,7 +35,7 @@ from nnrt.client.capi.executor import (
     release_memory,
 )
 from nnrt.client.capi.structs import OH_NN_Memory, OH_NN_Tensor, c_count, c_int
-from nnrt.client.hdi import DriverGone, SharedMemory
+from nnrt.client.hdi import BufferNotShared, DriverGone, SharedMemory
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.errors import NNRT_SUCCESS, code_name
 
@@ -306,20 +306,24 @@ def OH_NNExecutor_Run(executor: OH_NNExecutor | None) -> int:
     if not ex.enter():
         return INVALID_PARAMETER
     try:
-        ios_in = [ht.IOTensor(name=io.name, dataType=DATA_TYPES[b.data_type][0],
-                              dimensions=b.dims, format=hdi_format(io.format),
-                              data=b.memory.descriptor(0, b.length))
-                  for io, b in zip(ex.inputs, inputs)]
-        ios_out = [ht.IOTensor(name=io.name, dataType=DATA_TYPES.get(io.data_type, (0,))[0],
-                               dimensions=shape, format=hdi_format(io.format),
-                               data=b.memory.descriptor(0, b.length))
-                   for io, shape, b in zip(ex.outputs, ex.output_shapes, outputs)]
         try:
             client, model_id = ex.session()
+            # memory made before a driver restart is registered with the new session
+            ios_in = [ht.IOTensor(name=io.name, dataType=DATA_TYPES[b.data_type][0],
+                                  dimensions=b.dims, format=hdi_format(io.format),
+                                  data=b.memory.descriptor_in(client, 0, b.length))
+                      for io, b in zip(ex.inputs, inputs)]
+            ios_out = [ht.IOTensor(name=io.name, dataType=DATA_TYPES.get(io.data_type, (0,))[0],
+                                   dimensions=shape, format=hdi_format(io.format),
+                                   data=b.memory.descriptor_in(client, 0, b.length))
+                       for io, shape, b in zip(ex.outputs, ex.output_shapes, outputs)]
             reply = client.run(model_id, ios_in, ios_out)
         except DriverGone as exc:
             log.warning("OH_NNExecutor_Run on %s: %s", ex.device.name, exc)
             return CONNECTION_EXCEPTION
+        except BufferNotShared as exc:
+            log.warning("OH_NNExecutor_Run on %s: %s", ex.device.name, exc)
+            return MEMORY_ERROR
         code, shapes = check_reply(reply, len(outputs), "OH_NNExecutor_Run")
         if code != SUCCESS:
             return code

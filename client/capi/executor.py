@@ -23,9 +23,21 @@ that completes exactly once, decided by whichever comes first:
 Callbacks never run inside `RunAsync`: on normal completion they run on the worker thread,
 otherwise on a small callback pool, so user code never delays a deadline or a death notice.
 
-After the driver dies, the executor's calls that need it fail fast with
-OH_NN_CONNECTION_EXCEPTION; once a driver of the same device serves again, the executor
-prepares its model there again (when the compilation kept the lowered model) and goes on.
+Recovery (beyond upstream, which never recovers). After the driver dies, the executor's
+calls that need it fail fast with OH_NN_CONNECTION_EXCEPTION while no driver of its device
+serves (a failed connect is immediate). The first call once a driver of the same device
+serves again — a new process of the same identity on the same socket name — prepares the
+model there again, transparently (`OH_NNExecutor.session`):
+
+* from the model cache blob the Build kept client-side (compilation.py exports it right
+  after preparing), copied into a fresh shared buffer, when the driver supports a cache;
+* from the lowered model otherwise, or when the driver refuses the blob.
+
+Exactly one re-prepare per executor per new session, whatever the number of threads that
+trigger it (`_session_lock`; no lock of a death callback is taken meanwhile). Tensors made
+before the crash keep their mapping and their bytes; a run registers their memfd with the
+new session on first use (`io_tensor(t, client)`, `SharedMemory.buffer_in`). Runs in flight
+at the crash still complete as the contract above says.
 """
 
 from __future__ import annotations
@@ -46,9 +58,8 @@ from nnrt.client.capi.enums import OH_NN_ReturnCode
 from nnrt.client.capi.structs import c_count, c_int
 from nnrt.client.capi.tensor import NN_Tensor, io_tensor
 from nnrt.client.capi.tensor_desc import NN_TensorDesc, OH_NNTensorDesc_Create
-from nnrt.client.hdi import DriverClient, DriverGone
+from nnrt.client.hdi import BufferNotShared, DriverClient, DriverGone
 from nnrt.client.hdi_model import PrepareError
-from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.errors import (
     HDF_ERR_NOT_SUPPORT,
     NNRT_NOT_SUPPORT,
@@ -117,9 +128,6 @@ class OH_NNExecutor(Handle):
         self.device = built.device
         self.inputs = [_copy_io(d) for d in built.inputs]
         self.outputs = [_copy_io(d) for d in built.outputs]
-        self._lowered = built.model
-        config = built.extra.get("config")
-        self._config = config if isinstance(config, ht.ModelConfig) else None
         self._build_ranges = (built.min_dims, built.max_dims)
         self.output_shapes: list[list[int]] = [list(d.shape) for d in built.outputs]
         self.on_run_done: Callable[..., Any] | None = None
@@ -127,7 +135,10 @@ class OH_NNExecutor(Handle):
         self._client = client
         self._model_id = built.prepared_model_id
         self._own_model = False  # True once this executor prepared the model itself
-        self._session_lock = threading.Lock()
+        self._session_lock = threading.Lock()  # one re-prepare at a time
+        self._state_lock = threading.Lock()  # the session swap against _release
+        # One entry per re-prepare after a driver restart: "cache" or "model" (its source).
+        self.recoveries: list[str] = []
         self._ranges: _Ranges | None = None
         self._active = 0  # runs using the executor's resources right now
         self._released = False
@@ -143,30 +154,44 @@ class OH_NNExecutor(Handle):
         """The live client and the prepared model id in its session; DriverGone if none.
 
         When the driver has died, a driver of the same device is looked for (a failed
-        connect is immediate) and the model prepared there again, if the compilation kept
-        it; otherwise the executor stays unusable (the header: compile again).
+        connect is immediate) and the model prepared there again — from the cache blob the
+        Build kept when the driver supports a cache, else from the lowered model
+        (compilation.prepare_again). Without either (an executor whose compilation kept
+        neither) the executor stays unusable (the header: compile again).
         """
         client = self._client
         if client.alive:
             return client, self._model_id
+        from nnrt.client.capi.compilation import can_prepare_again, prepare_again
+
         with self._session_lock:
-            if self._client.alive:
+            if self._client.alive:  # another thread recovered meanwhile
                 return self._client, self._model_id
-            lowered = self._lowered
-            if lowered is None or self.destroyed:
+            built = self.built
+            if built is None or self._released or not can_prepare_again(built):
                 raise DriverGone(f"{self.device.name}: the driver session of this executor has "
                                  "ended; compile the model again")
             client = self.device.client()  # DriverGone at once while the driver is away
+            started = time.monotonic()
             try:
-                model_id = lowered.hdi.prepare(client, self._config)
+                model_id, source = prepare_again(built, client)
             except PrepareError as exc:
                 raise DriverGone(f"{self.device.name}: preparing the model again failed: "
                                  f"{exc}") from exc
-            log.info("executor: model prepared again on %s after a driver restart (id %d)",
-                     self.device.name, model_id)
-            self._client, self._model_id, self._own_model = client, model_id, True
-            self._ranges = None
-            return client, model_id
+            log.info("executor: model prepared again on %s after a driver restart (id %d, from "
+                     "its %s, %.1f ms)", self.device.name, model_id, source,
+                     (time.monotonic() - started) * 1000)
+            # (not self.lock: SetInput holds it while it asks for the session)
+            with self._state_lock:
+                released = self._released  # destroyed meanwhile: give the model back
+                if not released:
+                    self._client, self._model_id, self._own_model = client, model_id, True
+                    self._ranges = None
+                    self.recoveries.append(source)
+        if released:
+            _release_model(client, model_id)
+            raise DriverGone(f"{self.device.name}: the executor was destroyed")
+        return client, model_id
 
     def dim_ranges(self) -> _Ranges:
         """GetInputDimRanges of the prepared model: from the Build, else asked once."""
@@ -227,7 +252,9 @@ class OH_NNExecutor(Handle):
             self._release()
 
     def _release(self) -> None:
-        client = self._client
+        with self._state_lock:
+            client, model_id, own = self._client, self._model_id, self._own_model
+            self._own_model = False
         buffers = [*self.input_buffers.values(), *self.output_buffers.values()]
         self.input_buffers.clear()
         self.output_buffers.clear()
@@ -235,11 +262,8 @@ class OH_NNExecutor(Handle):
         self.bound_outputs.clear()
         for memory in buffers:
             release_memory(client, memory)
-        if self._own_model and client.alive:
-            try:
-                client.release_prepared_model(self._model_id)
-            except DriverGone:
-                pass
+        if own:
+            _release_model(client, model_id)
         self.built = None  # the compilation's prepared model goes once nobody holds it
 
     def store_output_shapes(self, outputs: Sequence[NN_Tensor] | None,
@@ -258,16 +282,24 @@ def _copy_io(desc: IODesc) -> IODesc:
 
 
 def release_memory(client: DriverClient, memory: Any) -> None:
-    """Unmap a SharedMemory and give it back to the driver (nothing to give if it died)."""
+    """Unmap a SharedMemory and give it back to every live driver session that knows it
+    (`client`'s if the memory does not say which made it; nothing to give if it died)."""
+    if memory.client is None:
+        memory.client = client
     memory.close()
-    if client.alive:
-        try:
-            reply = client.release_buffer(memory.descriptor())
-            if reply.returnCode != NNRT_SUCCESS:
-                log.warning("ReleaseBuffer %d failed: %s", memory.buffer_id,
-                            code_name(reply.returnCode))
-        except DriverGone:
-            pass
+    memory.release_in_sessions()
+
+
+def _release_model(client: DriverClient, model_id: int) -> None:
+    """ReleasePreparedModel of a model this executor prepared (nothing if the driver died)."""
+    if not client.alive:
+        return
+    try:
+        reply = client.release_prepared_model(model_id)
+    except DriverGone:
+        return
+    if reply.returnCode != NNRT_SUCCESS:
+        log.warning("ReleasePreparedModel %d failed: %s", model_id, code_name(reply.returnCode))
 
 
 def _executor(obj: Any) -> OH_NNExecutor | None:
@@ -506,15 +538,6 @@ def _prepare_run(ex: OH_NNExecutor, inputTensor: Any, inputCount: Any, outputTen
     return SUCCESS, inputs, outputs
 
 
-def _check_sessions(inputs: list, outputs: list) -> None:
-    """DriverGone when a tensor's memory lives in a driver session that has ended."""
-    for tensor in (*inputs, *outputs):
-        client = getattr(tensor, "client", None)
-        if client is not None and not client.alive:
-            raise DriverGone("a tensor's memory belongs to a driver session that has ended; "
-                             "create the tensor again")
-
-
 def check_reply(reply: Any, output_count: int, what: str) -> tuple[int, list[list[int]] | None]:
     """capi.md 1.46 after the driver answered: (code, output shapes)."""
     if reply.returnCode != NNRT_SUCCESS or not reply.outputDims:
@@ -545,15 +568,18 @@ def OH_NNExecutor_RunSync(executor: OH_NNExecutor | None, inputTensor: Sequence[
     if not ex.enter():
         return INVALID_PARAMETER
     try:
-        ios_in = [io_tensor(t) for t in inputs]
-        ios_out = [io_tensor(t) for t in outputs]
         try:
             client, model_id = ex.session()
-            _check_sessions(inputs, outputs)
+            # after a driver restart, the tensors' memfds are registered with the new session
+            ios_in = [io_tensor(t, client) for t in inputs]
+            ios_out = [io_tensor(t, client) for t in outputs]
             reply = client.run(model_id, ios_in, ios_out)
         except DriverGone as exc:
             log.warning("OH_NNExecutor_RunSync on %s: %s", ex.device.name, exc)
             return CONNECTION_EXCEPTION
+        except BufferNotShared as exc:
+            log.warning("OH_NNExecutor_RunSync on %s: a tensor's memory: %s", ex.device.name, exc)
+            return FAILED
         code, shapes = check_reply(reply, len(outputs), "OH_NNExecutor_RunSync")
         if code == SUCCESS:
             ex.store_output_shapes(outputs, shapes)
@@ -580,8 +606,8 @@ class _AsyncRun:
         self.model_id = model_id
         self.inputs = inputs
         self.outputs = outputs  # the very handles passed in (identity holds)
-        self.ios_in = [io_tensor(t) for t in inputs]
-        self.ios_out = [io_tensor(t) for t in outputs]
+        self.ios_in = [io_tensor(t, client) for t in inputs]
+        self.ios_out = [io_tensor(t, client) for t in outputs]
         self.count = count
         self.timeout_ms = timeout_ms
         self.deadline = time.monotonic() + timeout_ms / 1000
@@ -814,7 +840,6 @@ def OH_NNExecutor_RunAsync(executor: OH_NNExecutor | None, inputTensor: Sequence
         return code
     try:
         client, model_id = ex.session()
-        _check_sessions(inputs, outputs)
     except DriverGone as exc:
         log.warning("OH_NNExecutor_RunAsync on %s: %s", ex.device.name, exc)
         return CONNECTION_EXCEPTION
@@ -825,6 +850,14 @@ def OH_NNExecutor_RunAsync(executor: OH_NNExecutor | None, inputTensor: Sequence
     try:
         run = _AsyncRun(ex, client, model_id, inputs, outputs, len(outputs), int(timeout),
                         userData, on_done, on_died)
+    except DriverGone as exc:  # registering a tensor with a new driver session failed
+        ex.leave()
+        log.warning("OH_NNExecutor_RunAsync on %s: %s", ex.device.name, exc)
+        return CONNECTION_EXCEPTION
+    except BufferNotShared as exc:
+        ex.leave()
+        log.warning("OH_NNExecutor_RunAsync on %s: a tensor's memory: %s", ex.device.name, exc)
+        return FAILED
     except Exception:
         ex.leave()
         log.exception("OH_NNExecutor_RunAsync: cannot describe the run's tensors")

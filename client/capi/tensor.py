@@ -12,6 +12,12 @@ driver is sent `{buffer, bufferSize = the region's real size, offset, dataSize =
 offset}` (the driver insists that bufferSize is the region's true size, which may exceed
 `size`). The tensor does not own the caller's fd: Destroy unmaps and unregisters, the
 caller's fd stays open.
+
+A tensor outlives its driver process (beyond upstream): its mapping is the client's own, so
+when the driver crashes the pages and the bytes in them stay. A run with a session other
+than the one the tensor was made in (a new process of the same driver) registers the memfd
+there first, once per session (`SharedMemory.buffer_in`), and sends that session's buffer
+id; Destroy gives the region back in every live session that knows it.
 """
 
 from __future__ import annotations
@@ -60,9 +66,10 @@ class NN_Tensor(Handle):
     """The opaque `NN_Tensor` handle.
 
     `desc` is the tensor's own descriptor (owned by it; executors write output shapes into
-    it), `memory` the mapping of its region, `client` the driver session the region is
-    registered in, `fd` the fd `OH_NNTensor_GetFd` reports (the driver's memfd, or the
-    caller's fd for CreateWithFd), `owns_buffer` False for a wrapped caller fd.
+    it), `memory` the mapping of its region, `client` the driver session the region was
+    first registered in (later sessions register it on first use: `io_tensor`), `fd` the
+    fd `OH_NNTensor_GetFd` reports (the driver's memfd, or the caller's fd for
+    CreateWithFd), `owns_buffer` False for a wrapped caller fd.
     """
 
     def __init__(self, device: Device, client: DriverClient, desc: NN_TensorDesc,
@@ -79,6 +86,8 @@ class NN_Tensor(Handle):
         self.owns_buffer = owns_buffer
         desc.owner = self
         # Give the region back when Destroy runs it, or when the tensor is garbage.
+        if memory.client is None:
+            memory.client = client
         self.release = weakref.finalize(self, _release, client, memory)
         self.release.atexit = False  # at exit the session ends, and its buffers with it
 
@@ -88,16 +97,22 @@ class NN_Tensor(Handle):
         return f"<NN_Tensor {self.desc!r} size={self.size} offset={self.offset} fd={self.fd}>"
 
 
-def io_tensor(tensor: NN_Tensor) -> ht.IOTensor:
-    """The HDI IOTensor of a tensor (capi.md Appendix A "Run-time tensors")."""
+def io_tensor(tensor: NN_Tensor, client: DriverClient | None = None) -> ht.IOTensor:
+    """The HDI IOTensor of a tensor (capi.md Appendix A "Run-time tensors") for a run in
+    `client`'s session (default: the one the tensor was made in). The tensor's memfd is
+    registered with that session first if it is a later one (DriverGone / BufferNotShared
+    when that fails)."""
     with tensor.lock:
         desc = tensor.desc
+        window = (tensor.offset, tensor.size - tensor.offset)
+        data = tensor.memory.descriptor(*window) if client is None else \
+            tensor.memory.descriptor_in(client, *window)
         return ht.IOTensor(
             name=desc.name or "",
             dataType=DATA_TYPES.get(desc.data_type, (ht.DATA_TYPE_UNKNOWN, None))[0],
             dimensions=list(desc.shape or []),
             format=hdi_format(desc.format),
-            data=tensor.memory.descriptor(tensor.offset, tensor.size - tensor.offset),
+            data=data,
         )
 
 
@@ -226,17 +241,13 @@ def OH_NNTensor_CreateWithFd(deviceID: int, tensorDesc: NN_TensorDesc | None, fd
 
 
 def _release(client: DriverClient, memory: SharedMemory) -> None:
-    """Unmap our side and give the region back to the driver (nothing to give if it died)."""
-    descriptor = memory.descriptor()
+    """Unmap our side and give the region back to every live driver session that knows it
+    (the one it was made in, and any it was registered with after a driver restart;
+    nothing to give where the driver died)."""
+    if memory.client is None:
+        memory.client = client
     memory.close()
-    if client.alive:
-        try:
-            reply = client.release_buffer(descriptor)
-            if reply.returnCode != NNRT_SUCCESS:
-                log.warning("ReleaseBuffer %d failed: %s", descriptor.bufferId,
-                            code_name(reply.returnCode))
-        except DriverGone:
-            pass
+    memory.release_in_sessions()
 
 
 def OH_NNTensor_Destroy(tensor: NN_Tensor | None) -> OH_NN_ReturnCode:
@@ -255,7 +266,7 @@ def OH_NNTensor_Destroy(tensor: NN_Tensor | None) -> OH_NN_ReturnCode:
         client, desc = t.client, t.desc
     desc.owner = None
     desc.destroy()
-    alive = client.alive
+    alive = bool(t.memory.sessions()) or client.alive
     t.release()
     if not alive:
         if find_device(t.device.id) is None:
