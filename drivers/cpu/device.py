@@ -7,12 +7,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from nnrt.drivers.cpu import ops  # noqa: F401  (every kernel loaded before the driver serves)
 from nnrt.drivers.cpu.float16 import to_float16
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
 from nnrt.server import graph_cache
+from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
 from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, DriverError
 from nnrt.server.graph import Graph, Shape
 
