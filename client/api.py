@@ -111,6 +111,11 @@ class _Captured(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if record.thread == self.thread:
             self.messages.append(record.getMessage())
+        if not logging.getLogger().handlers and logging.lastResort is not None:
+            # Being a handler, this one would silence Python's last-resort output of an
+            # application that configured no logging: keep what it would have shown.
+            if record.levelno >= logging.lastResort.level:
+                logging.lastResort.handle(record)
 
 
 def _call(what: str, fn: Callable[..., Any], *args: Any) -> Any:

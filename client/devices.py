@@ -10,12 +10,14 @@ next `client()` call reconnects if a driver of the same identity is serving agai
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nnrt.client.embedded import EmbeddedDrivers, embedded_disabled, find_or_start
 from nnrt.client.hdi import DriverClient, DriverGone
 from nnrt.server.errors import NNRT_SUCCESS
 from nnrt.server.runtime_dir import driver_names, runtime_dir
@@ -89,10 +91,27 @@ class DeviceRegistry:
         self._directory = directory
         self._devices: dict[str, Device] = {}  # by driver socket name
         self._lock = threading.Lock()
+        self._embedded: EmbeddedDrivers | None = None
+        self._embedding = threading.Lock()
 
     @property
     def directory(self) -> Path:
-        return runtime_dir() if self._directory is None else self._directory
+        """The runtime directory in force; for the environment's default one with no
+        driver in it, the private directory of embedded default drivers started once for
+        this process (client/embedded.py; NNRT_NO_EMBEDDED=1 switches that off)."""
+        if self._directory is not None:
+            return self._directory
+        if self._embedded is not None:
+            return self._embedded.directory
+        configured = runtime_dir()
+        if driver_names(configured) or embedded_disabled():
+            return configured
+        with self._embedding:
+            if self._embedded is None:
+                directory, self._embedded = find_or_start()
+                atexit.register(self.close)  # sessions end before the drivers stop (LIFO)
+                return directory
+            return self._embedded.directory
 
     def devices(self) -> list[Device]:
         """Every device whose driver answers now, in a stable order (by driver name)."""
@@ -151,10 +170,15 @@ class DeviceRegistry:
         return next((d for d in devices if d.id == device_id), None)
 
     def close(self) -> None:
+        """End every session; stop the embedded drivers this registry started, if any."""
         with self._lock:
             devices, self._devices = list(self._devices.values()), {}
         for device in devices:
             device.close()
+        with self._embedding:
+            embedded, self._embedded = self._embedded, None
+        if embedded is not None:
+            embedded.stop()
 
 
 _registry: DeviceRegistry | None = None

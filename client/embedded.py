@@ -67,8 +67,6 @@ class EmbeddedDrivers:
                         self.stop()
                         raise RuntimeError(f"embedded {kind} driver not ready in {START_TIMEOUT} s")
                     time.sleep(0.05)
-        log.info("started embedded driver(s) %s in %s (set %s=1 to disable)",
-                 ", ".join(self.kinds), self.directory, DISABLE_ENV)
         return self.directory
 
     def stop(self) -> None:
@@ -100,6 +98,9 @@ def find_or_start(kinds: Sequence[str] = DEFAULT_KINDS) -> tuple[Path, EmbeddedD
         return directory, None
     if embedded_disabled():
         raise RuntimeError(f"no driver in {directory} and {DISABLE_ENV} is set")
-    log.info("no driver found in %s: starting the embedded default driver(s)", directory)
     embedded = EmbeddedDrivers(kinds)
-    return embedded.start(), embedded
+    started = embedded.start()
+    # Visible by default: the application runs on drivers of its own, not the system's.
+    log.warning("no driver in %s: started the embedded default driver(s) %s in %s, stopped at "
+                "exit (set %s=1 to disable)", directory, ", ".join(kinds), started, DISABLE_ENV)
+    return started, embedded

@@ -18,6 +18,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from nnrt.client.hdi import DriverClient
 from nnrt.server.runtime_dir import grpc_socket, session_socket
 
+# Tests point the client at drivers they start themselves; a test that exercises the
+# embedded default drivers removes this from its environment.
+os.environ["NNRT_NO_EMBEDDED"] = "1"
+
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 15.0
 

@@ -7,6 +7,7 @@ and nothing is left behind (fds, memfd mappings, processes)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import signal
@@ -42,6 +43,7 @@ def _fd_count() -> int:
 
 def test_chaos_500_async_runs_through_random_kills(tmp_path: Path, monkeypatch) -> None:
     rng = random.Random(1234)
+    gc.collect()  # what earlier tests left for the collector must not count either way
     fds_before, maps_before = _fd_count(), len(memfd_mappings(os.getpid()))
     devmgr = start_devmgr(tmp_path, config_text(DRIVERS))
     try:
@@ -53,8 +55,9 @@ def test_chaos_500_async_runs_through_random_kills(tmp_path: Path, monkeypatch) 
     finally:
         devmgr.kill_everything()
     # Everything of the client side is gone too (the registry closes on a helper thread).
+    gc.collect()
     assert wait_until(lambda: _fd_count() <= fds_before, 10), (_fd_count(), fds_before)
-    assert len(memfd_mappings(os.getpid())) == maps_before
+    assert len(memfd_mappings(os.getpid())) <= maps_before
 
 
 def _chaos(devmgr, pid: int, rng: random.Random) -> None:
