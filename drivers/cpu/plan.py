@@ -4,6 +4,11 @@ Preparing creates every kernel (validation and planning), fixes the order of the
 pre-binds the constants, works out after which step each intermediate can be dropped, and,
 when no input dimension is dynamic, infers every shape once and checks it against the
 declared tensor dims. A run then only walks the steps.
+
+Each run borrows an arena from the plan's pool (`nnrt.drivers.cpu.arena`): the kernels
+write intermediates and keep scratch space (padded inputs, im2col matrices) there, reused
+from run to run while the shapes stay the same; concurrent runs get arenas of their own.
+The model's outputs never live in an arena (the host reads them after the run).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nnrt.drivers.cpu.arena import ArenaPool
 from nnrt.drivers.cpu.kernel import Kernel, create_kernel
 from nnrt.server.device import CancelCheck
 from nnrt.server.errors import NNRT_FAILED, NNRT_INVALID_SHAPE, NNRT_TIME_OUT, DriverError
@@ -60,6 +66,7 @@ class ExecutionPlan:
         self._slots: list[np.ndarray | None] = [None] * len(graph.tensors)
         for index, constant in self.constants.items():
             self._slots[index] = constant
+        self.arenas = ArenaPool(frozenset(self.output_ids))
         self.dynamic = any(t.is_dynamic for t in graph.inputs)
         self.shapes: dict[int, Shape] | None = None
         if not self.dynamic:
@@ -95,21 +102,26 @@ class ExecutionPlan:
             values[index] = array
         if self.dynamic:
             self.infer({i: a.shape for i, a in zip(self.input_ids, inputs)})
-        for step in self.steps:
-            if cancelled():
-                node = step.kernel.node
-                log.info("run abandoned before node %d (%s): its caller gave up", node.index, node.name)
-                raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
-            try:
-                results = step.kernel.execute([values[i] for i in step.inputs])
-            except DriverError:
-                raise
-            except Exception as exc:  # a kernel bug or a value-dependent failure: one run fails
-                node = step.kernel.node
-                log.exception("node %d (%s) failed", node.index, node.name)
-                raise DriverError(NNRT_FAILED, f"node {node.index} ({node.name}) failed: {exc}")
-            for index, value in zip(step.outputs, results):
-                values[index] = value
-            for index in step.drop_after:
-                values[index] = None
-        return [values[i] for i in self.output_ids]
+        with self.arenas.use() as arena:
+            for step in self.steps:
+                if cancelled():
+                    node = step.kernel.node
+                    log.info("run abandoned before node %d (%s): its caller gave up", node.index,
+                             node.name)
+                    raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
+                try:
+                    results = step.kernel.execute([values[i] for i in step.inputs])
+                except DriverError:
+                    raise
+                except Exception as exc:  # a kernel bug or a value-dependent failure: one run fails
+                    node = step.kernel.node
+                    log.exception("node %d (%s) failed", node.index, node.name)
+                    raise DriverError(NNRT_FAILED, f"node {node.index} ({node.name}) failed: {exc}")
+                for index, value in zip(step.outputs, results):
+                    values[index] = value
+                for index in step.drop_after:
+                    values[index] = None
+            # An output that is a view of an intermediate (a Reshape of it) must not stay in
+            # the arena, which the next run may take before the host has read this one's.
+            return [np.array(y) if arena.holds(y) else y
+                    for y in (values[i] for i in self.output_ids)]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nnrt.drivers.cpu.arena import scratch
 from nnrt.drivers.cpu.kernel import Kernel, invalid, unsupported
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.errors import (
@@ -248,6 +249,45 @@ def pad_nhwc(x: np.ndarray, h: Axis1D, w: Axis1D, value: float | int) -> np.ndar
                   value, dtype=x.dtype)
     out[:, h.pad_before:h.pad_before + height, w.pad_before:w.pad_before + width, :] = x
     return out
+
+
+def padded_nhwc(kernel: Kernel, x: np.ndarray, h: Axis1D, w: Axis1D, value: float | int,
+                dtype: np.dtype) -> np.ndarray:
+    """x [N, H, W, C] as `dtype`, padded on H and W with `value`, C-contiguous: pad_nhwc
+    into the kernel's scratch buffer of the current run's arena (`nnrt.drivers.cpu.arena`).
+
+    The border is written once, when the buffer is made; each run copies (and converts)
+    only the interior. x itself when it needs neither padding nor a copy.
+    """
+    if not (h.pad_before or h.pad_after or w.pad_before or w.pad_after):
+        if x.dtype == dtype and x.flags.c_contiguous:
+            return x
+        out, _ = scratch(kernel, "padded", x.shape, dtype)
+        np.copyto(out, x, casting="same_kind")
+        return out
+    n, height, width, c = x.shape
+    shape = (n, h.pad_before + height + h.pad_after, w.pad_before + width + w.pad_after, c)
+    out, _ = scratch(kernel, "padded", shape, dtype, fill=value)
+    np.copyto(out[:, h.pad_before:h.pad_before + height, w.pad_before:w.pad_before + width, :],
+              x, casting="same_kind")
+    return out
+
+
+def tiled_bias(bias: np.ndarray, width: int = 256) -> np.ndarray:
+    """bias [C] repeated along rows of at least `width` values: [r*C] (for add_bias)."""
+    return np.tile(bias, max(1, -(-width // max(bias.shape[0], 1))))
+
+
+def add_bias(out: np.ndarray, bias: np.ndarray, tiled: np.ndarray | None = None) -> None:
+    """out[..., C] += bias [C], in place. With `tiled` (tiled_bias(bias)) and a contiguous
+    `out` whose pixels divide into its rows, the addition runs over rows of r*C values:
+    numpy's inner loop is then long, rather than C values long once per pixel."""
+    c = bias.shape[0]
+    if tiled is not None and out.flags.c_contiguous and c and out.size % tiled.size == 0:
+        rows = out.reshape(-1, tiled.size)
+        rows += tiled
+    else:
+        out += bias
 
 
 def windows_nhwc(xp: np.ndarray, h: Axis1D, w: Axis1D, kernel: tuple[int, int],

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from nnrt.drivers.cpu import arena
 from nnrt.drivers.cpu.activations import apply_activation, fused_activation
 from nnrt.drivers.cpu.kernel import Kernel, invalid, register
 from nnrt.drivers.cpu.ops._common import (
@@ -31,7 +32,7 @@ from nnrt.drivers.cpu.ops._common import (
 )
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.errors import NNRT_FAILED, DriverError
-from nnrt.server.graph import NodeSpec, Shape
+from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
 
 def _int_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -47,6 +48,7 @@ def _int_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 class _Binary(Kernel):
     ufunc: Callable[..., np.ndarray]
+    static: tuple[Shape, Shape, Shape] | None = None  # set by _Binary.__init__ (below)
 
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
@@ -55,7 +57,16 @@ class _Binary(Kernel):
         self.dtype = common_dtype(node, node.inputs, NUMERIC_DTYPES, "inputs")
         self.activation = fused_activation(node, self.dtype)
         self.integer = np.issubdtype(self.dtype, np.integer)
-        check_declared_shapes(self)
+        (declared,) = check_declared_shapes(self)
+        # Input shapes and result shape of a run with the declared shapes, whose result the
+        # ufunc then writes straight into the output's buffer in the run's arena.
+        shapes = (tuple(node.inputs[0].shape), tuple(node.inputs[1].shape), tuple(declared))
+        self.static = None if any(DYNAMIC in s for s in shapes) or not declared else shapes
+
+    def writes_into(self) -> bool:
+        """Whether compute() is the bare ufunc with the inputs' dtype as its result, which
+        can then write into a given array."""
+        return False
 
     def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
         return [broadcast_shapes(self.node, tuple(input_shapes[0]), tuple(input_shapes[1]))]
@@ -64,8 +75,14 @@ class _Binary(Kernel):
         return self.ufunc(x, y)
 
     def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        x, y = inputs
+        static = self.static
         with np.errstate(all="ignore"):  # wrap-around and IEEE specials are the semantics
-            result = np.asarray(self.compute(inputs[0], inputs[1]))
+            if static is not None and x.shape == static[0] and y.shape == static[1] \
+                    and self.writes_into():
+                result = self.ufunc(x, y, out=arena.output(self, 0, static[2], self.dtype))
+            else:
+                result = np.asarray(self.compute(x, y))
         return [apply_activation(result, self.activation, inplace=result.ndim > 0)]
 
 
@@ -73,15 +90,24 @@ class _Binary(Kernel):
 class AddFusion(_Binary):
     ufunc = staticmethod(np.add)
 
+    def writes_into(self) -> bool:
+        return True
+
 
 @register(na.NODE_TYPE_SUB_FUSION)
 class SubFusion(_Binary):
     ufunc = staticmethod(np.subtract)
 
+    def writes_into(self) -> bool:
+        return True
+
 
 @register(na.NODE_TYPE_MUL_FUSION)
 class MulFusion(_Binary):
     ufunc = staticmethod(np.multiply)
+
+    def writes_into(self) -> bool:
+        return True
 
 
 @register(na.NODE_TYPE_DIV_FUSION)
@@ -93,6 +119,9 @@ class DivFusion(_Binary):
         divisor = node.inputs[1].constant
         if self.integer and divisor is not None and not divisor.all():
             raise invalid(node, "integer division by a constant divisor that holds 0")
+
+    def writes_into(self) -> bool:
+        return not self.integer
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         if not self.integer:

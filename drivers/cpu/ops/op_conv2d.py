@@ -15,12 +15,17 @@ optional bias and fused activation, computed on NHWC (semantics.md "Layout").
   order) — the grouped layout with one input channel per group.
 * Float dtypes only; float16 is computed in float32 and rounded once.
 
-Computation: the windows are a strided view [N, OH, OW, kH, kW, C] of the zero-padded input.
-Ordinary and grouped convolutions copy blocks of it into im2col matrices (at most
-_IM2COL_BLOCK_BYTES at a time) for one GEMM per block and group; depthwise accumulates the
-kH*kW taps, each a broadcast multiply over every pixel. The weight is laid out for that
-(one [kH*kW*C/group, outC/group] matrix per group, or [kH, kW, C, m] for depthwise) at
-prepare time when it is constant, at each run otherwise.
+Computation: the windows are a strided view [N, OH, OW, kH, kW, C] of the zero-padded input
+(padded into a buffer of the run's arena whose border is written once). Ordinary and grouped
+convolutions copy blocks of it into an im2col matrix (at most _IM2COL_BLOCK_BYTES at a time,
+one buffer reused from block to block and run to run) for one GEMM per block and group,
+written straight into the output; a 1x1 convolution with stride 1 and no padding is one GEMM
+over the pixels. Depthwise convolution is one `einsum` over the kH*kW taps: with stride 1
+along W each tap reads whole contiguous rows (W*C values) of the padded input against the
+weight tiled along the row, otherwise it reads the window view. The weight is laid out for
+that (one [kH*kW*C/group, outC/group] matrix per group, or [kH, kW, C, m] and its row tiling
+for depthwise) at prepare time when it is constant, at each run otherwise; the window
+geometry of the declared input shape is worked out at prepare time too.
 """
 
 from __future__ import annotations
@@ -30,11 +35,13 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from nnrt.drivers.cpu import arena
 from nnrt.drivers.cpu.activations import apply_activation, fused_activation
 from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
 from nnrt.drivers.cpu.ops._common import (
     FLOAT_DTYPES,
     Axis1D,
+    add_bias,
     bad_shape,
     cast,
     check_declared_shapes,
@@ -42,10 +49,11 @@ from nnrt.drivers.cpu.ops._common import (
     compute_dtype,
     explicit_pads,
     from_nhwc,
-    pad_nhwc,
+    padded_nhwc,
     pair_attr,
     require_unquantised,
     spatial_layout,
+    tiled_bias,
     to_nhwc,
     window_axis,
     windows_nhwc,
@@ -56,6 +64,7 @@ from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 log = logging.getLogger(__name__)
 
 _IM2COL_BLOCK_BYTES = 16 << 20  # bound on one im2col block (memory, cache friendliness)
+_TILED_WEIGHT_BYTES = 8 << 20  # bound on a depthwise weight tiled along an output row
 
 
 def _blocks(n: int, rows: int, row_bytes: int, limit: int) -> Iterator[tuple[slice, slice]]:
@@ -101,9 +110,20 @@ class Conv2DFusion(Kernel):
         self.depthwise = self.group > 1 and self.group_c == 1
         check_declared_shapes(self)
         self.weight = self._layout(weight.constant) if weight.is_constant else None
-        self.bias = None
+        self.bias = self.bias_rows = None
         if self.has_bias and node.inputs[2].is_constant:
             self.bias = node.inputs[2].constant.astype(self.work, copy=False)
+            self.bias_rows = tiled_bias(self.bias)
+        # The geometry of the declared input shape (and the depthwise weight tiled for it),
+        # so that a run with that shape only looks it up.
+        self.static = None
+        if DYNAMIC not in x.shape:
+            _, h, w, _ = to_nhwc(x.shape, self.nchw)
+            ax_h, ax_w = self._axis(0, h), self._axis(1, w)
+            tiled = None
+            if self.depthwise and self.weight is not None:
+                tiled = self._tiled(self.weight, ax_w.out)
+            self.static = (tuple(x.shape), ax_h, ax_w, tiled)
         log.debug("Conv2DFusion node %d: %s kernel %s stride %s dilation %s group %d%s",
                   node.index, "NCHW" if self.nchw else "NHWC", self.kernel, self.stride,
                   self.dilation, self.group, " (depthwise)" if self.depthwise else "")
@@ -168,53 +188,94 @@ class Conv2DFusion(Kernel):
                   for dim, size in ((0, h), (1, w)))
         return [from_nhwc((n, oh, ow, self.out_c), self.nchw)]
 
+    def _tiled(self, weight: np.ndarray, ow: int) -> np.ndarray | None:
+        """Depthwise weight [kH, kW, C, m] repeated along an output row: [kH, kW, OW*C, m]
+        (None when a row of taps is read through the window view instead)."""
+        kh, kw, c, m = weight.shape
+        if self.stride[1] != 1 or kh * kw * ow * c * m * weight.itemsize > _TILED_WEIGHT_BYTES:
+            return None
+        tiled = np.broadcast_to(weight[:, :, None], (kh, kw, ow, c, m))
+        return np.ascontiguousarray(tiled).reshape(kh, kw, ow * c, m)
+
     def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         x = inputs[0]
-        self.infer_shapes([x.shape, inputs[1].shape])
-        weight = self.weight if self.weight is not None else self._layout(inputs[1])
+        weight = self.weight
+        static = self.static
+        if static is not None and x.shape == static[0] and weight is not None:
+            _, ax_h, ax_w, tiled = static
+        else:
+            self.infer_shapes([x.shape, inputs[1].shape])
+            if weight is None:
+                weight = self._layout(inputs[1])
+            _, h, w, _ = to_nhwc(x.shape, self.nchw)
+            ax_h, ax_w = self._axis(0, h), self._axis(1, w)
+            tiled = self._tiled(weight, ax_w.out) if self.depthwise else None
         if self.nchw:
             x = x.transpose(0, 2, 3, 1)
-        x = x.astype(self.work, copy=False)
         n, h, w, _ = x.shape
-        ax_h, ax_w = self._axis(0, h), self._axis(1, w)
+        out = arena.output(self, 0, (n, ax_h.out, ax_w.out, self.out_c), self.work)
         pointwise = (self.kernel == (1, 1) and self.stride == (1, 1) and self.group == 1
                      and ax_h.pad_before == ax_h.pad_after == ax_w.pad_before == ax_w.pad_after
                      == 0)
         if pointwise:  # 1x1: no windows at all, one GEMM over every pixel
-            out = (x.reshape(-1, self.in_c) @ weight[0]).reshape(n, h, w, self.out_c)
+            flat = x.astype(self.work, copy=False).reshape(-1, self.in_c)
+            np.matmul(flat, weight[0], out=out.reshape(-1, self.out_c))
         else:
-            xp = pad_nhwc(x, ax_h, ax_w, 0)
-            win = windows_nhwc(xp, ax_h, ax_w, self.kernel, self.stride, self.dilation)
-            out = self._depthwise(win, weight) if self.depthwise else self._im2col(win, weight)
+            xp = padded_nhwc(self, x, ax_h, ax_w, 0, self.work)
+            if self.depthwise:
+                self._depthwise(xp, ax_h, ax_w, weight, tiled, out)
+            else:
+                self._im2col(windows_nhwc(xp, ax_h, ax_w, self.kernel, self.stride,
+                                          self.dilation), weight, out)
         if self.has_bias:
-            bias = self.bias if self.bias is not None else inputs[2].astype(self.work, copy=False)
-            out += bias
+            if self.bias is not None:
+                add_bias(out, self.bias, self.bias_rows)
+            else:
+                out += inputs[2].astype(self.work, copy=False)
         out = apply_activation(out, self.activation, inplace=True)
         if self.nchw:
             out = out.transpose(0, 3, 1, 2)
         return [cast(out, self.dtype)]
 
-    def _im2col(self, win: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    def _im2col(self, win: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
         n, oh, ow, kh, kw, _ = win.shape
-        og = self.out_c // self.group
-        k = kh * kw * self.group_c
-        out = np.empty((n, oh, ow, self.out_c), dtype=self.work)
-        row_bytes = ow * k * win.itemsize
-        for images, rows in _blocks(n, oh, row_bytes, _IM2COL_BLOCK_BYTES):
+        gc, og = self.group_c, self.out_c // self.group
+        k = kh * kw * gc
+        blocks = list(_blocks(n, oh, ow * k * win.itemsize, _IM2COL_BLOCK_BYTES))
+        most = max((b[0].stop - b[0].start) * (b[1].stop - b[1].start) for b in blocks) * ow
+        buffer = arena.workspace("im2col", (most, k), self.work)
+        for images, rows in blocks:
             block = win[images, rows]
-            shape = block.shape[:3]
+            nb, rb = block.shape[:2]
+            cols = buffer[:nb * rb * ow]
+            target = out[images, rows]  # contiguous: whole images, or rows of one image
             for g in range(self.group):
-                cols = block[..., g * self.group_c:(g + 1) * self.group_c].reshape(-1, k)
-                out[images, rows, :, g * og:(g + 1) * og] = (cols @ weight[g]).reshape(*shape, og)
-        return out
+                np.copyto(cols.reshape(nb, rb, ow, kh, kw, gc), block[..., g * gc:(g + 1) * gc])
+                if self.group == 1:
+                    np.matmul(cols, weight[0], out=target.reshape(-1, self.out_c))
+                else:
+                    target[..., g * og:(g + 1) * og] = (cols @ weight[g]).reshape(nb, rb, ow, og)
 
-    def _depthwise(self, win: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        n, oh, ow, kh, kw, c = win.shape
-        m = weight.shape[3]
-        out = np.zeros((n, oh, ow, c, m), dtype=self.work)
-        tap = np.empty_like(out)
-        for i in range(kh):  # loop over kernel taps; every pixel at once inside
-            for j in range(kw):
-                np.multiply(win[:, :, :, i, j, :, None], weight[i, j], out=tap)
-                out += tap
-        return out.reshape(n, oh, ow, c * m)
+    def _depthwise(self, xp: np.ndarray, ax_h: Axis1D, ax_w: Axis1D, weight: np.ndarray,
+                   tiled: np.ndarray | None, out: np.ndarray) -> None:
+        n, oh, ow, _ = out.shape
+        kh, kw, c, m = weight.shape
+        if tiled is not None and xp.strides[3] == xp.itemsize \
+                and xp.strides[2] == c * xp.itemsize:
+            # Stride 1 along W: tap (i, j) of output row r reads the ow*c contiguous values
+            # of padded row r*sh + i*dh from column j*dw on.
+            sn, sh, sw, sc = xp.strides
+            rows = np.lib.stride_tricks.as_strided(
+                xp, shape=(n, oh, kh, kw, ow * c),
+                strides=(sn, sh * self.stride[0], sh * self.dilation[0], sw * self.dilation[1],
+                         sc), writeable=False)
+            if m == 1:
+                np.einsum("nhijx,ijx->nhx", rows, tiled[..., 0], out=out.reshape(n, oh, ow * c))
+            else:
+                np.einsum("nhijx,ijxk->nhxk", rows, tiled, out=out.reshape(n, oh, ow * c, m))
+            return
+        win = windows_nhwc(xp, ax_h, ax_w, self.kernel, self.stride, self.dilation)
+        if m == 1:
+            np.einsum("nhwijc,ijc->nhwc", win, weight[..., 0], out=out)
+        else:
+            np.einsum("nhwijc,ijck->nhwck", win, weight, out=out.reshape(n, oh, ow, c, m))

@@ -6,7 +6,9 @@
   With useAxis, the dimensions from `axis` on (negative counts from the end) are flattened,
   their product must be `in`, and y is x.shape[:axis] + [out].
 * Float dtypes only (x, W, b and y alike); float16 is computed in float32, rounded once.
-  A constant weight is transposed to a contiguous [in, out] matrix once, at prepare time.
+  A constant weight is transposed to a contiguous [in, out] matrix once, at prepare time;
+  each run is one GEMM written into the output's buffer in the run's arena, the bias and
+  the activation then applied in place.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from nnrt.drivers.cpu import arena
 from nnrt.drivers.cpu.activations import apply_activation, fused_activation
 from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
 from nnrt.drivers.cpu.ops._common import (
     FLOAT_DTYPES,
+    add_bias,
     bad_shape,
     cast,
     check_declared_shapes,
@@ -28,6 +32,7 @@ from nnrt.drivers.cpu.ops._common import (
     normalize_axis,
     product,
     require_unquantised,
+    tiled_bias,
 )
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
@@ -58,12 +63,15 @@ class FullConnection(Kernel):
         self.axis = 0
         if self.use_axis:
             self.axis = normalize_axis(node, int(attrs.axis), len(x.shape))
-        check_declared_shapes(self)
+        (declared_out,) = check_declared_shapes(self)
+        # The output shape of the declared input shape, looked up by a run with that shape.
+        self.static = None if DYNAMIC in x.shape else (tuple(x.shape), tuple(declared_out))
         # W [out, in] -> Wᵀ [in, out], contiguous, so that each run is one GEMM.
         self.weight_t = self._weight(weight.constant) if weight.is_constant else None
-        self.bias = None
+        self.bias = self.bias_rows = None
         if self.has_bias and node.inputs[2].is_constant:
             self.bias = node.inputs[2].constant.astype(self.work, copy=False)
+            self.bias_rows = tiled_bias(self.bias)
         log.debug("FullConnection node %d: in %s, out %s, useAxis %s", node.index, self.n_in,
                   self.n_out, self.use_axis)
 
@@ -95,14 +103,20 @@ class FullConnection(Kernel):
 
     def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         x = inputs[0]
-        (out_shape,) = self.infer_shapes([x.shape, inputs[1].shape])
-        weight_t = self.weight_t if self.weight_t is not None else self._weight(inputs[1])
+        weight_t = self.weight_t
+        if weight_t is not None and self.static is not None and x.shape == self.static[0]:
+            out_shape = self.static[1]
+        else:
+            (out_shape,) = self.infer_shapes([x.shape, inputs[1].shape])
+            if weight_t is None:
+                weight_t = self._weight(inputs[1])
         flat = x.reshape(-1, self.n_in).astype(self.work, copy=False)
-        result = flat @ weight_t
+        result = arena.output(self, 0, (flat.shape[0], self.n_out), self.work)
+        np.matmul(flat, weight_t, out=result)
         if self.has_bias:
             bias = self.bias if self.bias is not None else inputs[2].astype(self.work, copy=False)
             if bias.shape != (self.n_out,):
                 raise bad_shape(self.node, f"bias shape {list(bias.shape)} is not [{self.n_out}]")
-            result += bias
+            add_bias(result, bias, self.bias_rows if bias is self.bias else None)
         result = apply_activation(result, self.activation, inplace=True)
         return [cast(result.reshape(out_shape), self.dtype)]

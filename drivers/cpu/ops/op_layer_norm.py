@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from nnrt.drivers.cpu import arena
 from nnrt.drivers.cpu.kernel import Kernel, invalid, register
 from nnrt.drivers.cpu.ops._common import (
     FLOAT_DTYPES,
@@ -85,7 +86,7 @@ class LayerNormFusion(Kernel):
         x = inputs[0].astype(self.work, copy=False)
         with np.errstate(divide="ignore", invalid="ignore"):
             mean = x.mean(axis=self.norm_axes, keepdims=True)
-            y = np.subtract(x, mean)  # fresh; x untouched
+            y = np.subtract(x, mean, out=arena.output(self, 0, x.shape, self.work))  # x untouched
             var = np.mean(np.square(y), axis=self.norm_axes, keepdims=True)
             y /= np.sqrt(var + self.work.type(self.epsilon))
         if self.affine:

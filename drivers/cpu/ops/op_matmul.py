@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from nnrt.drivers.cpu import arena
 from nnrt.drivers.cpu.activations import apply_activation, fused_activation
 from nnrt.drivers.cpu.kernel import Kernel, register
 from nnrt.drivers.cpu.ops._common import (
@@ -27,7 +28,7 @@ from nnrt.drivers.cpu.ops._common import (
     same_dim,
 )
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec, Shape
+from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
 
 def _swap_last(shape: Shape) -> Shape:
@@ -45,7 +46,11 @@ class MatMulFusion(Kernel):
         self.activation = fused_activation(node, self.dtype)
         self.transpose_a = bool(node.attrs.transposeA)
         self.transpose_b = bool(node.attrs.transposeB)
-        check_declared_shapes(self)
+        (declared,) = check_declared_shapes(self)
+        # Operand and result shapes of a run with the declared shapes: its product is then
+        # written straight into the output's buffer in the run's arena.
+        shapes = (tuple(node.inputs[0].shape), tuple(node.inputs[1].shape), tuple(declared))
+        self.static = None if any(DYNAMIC in s for s in shapes) or not declared else shapes
         # A constant operand is transposed (and up-cast) once, here.
         self.constants = [None if not t.is_constant else self._operand(t.constant, i)
                           for i, t in enumerate(node.inputs)]
@@ -74,7 +79,12 @@ class MatMulFusion(Kernel):
     def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         a, b = (c if c is not None else self._operand(x, i)
                 for i, (c, x) in enumerate(zip(self.constants, inputs)))
+        static = self.static
         with np.errstate(all="ignore"):
-            result = np.asarray(np.matmul(a, b))
+            if static is not None and inputs[0].shape == static[0] \
+                    and inputs[1].shape == static[1]:
+                result = np.matmul(a, b, out=arena.output(self, 0, static[2], self.work))
+            else:
+                result = np.asarray(np.matmul(a, b))
         result = apply_activation(result, self.activation, inplace=result.ndim > 0)
         return [cast(result, self.dtype)]

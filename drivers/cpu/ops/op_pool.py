@@ -19,7 +19,10 @@
   summed in float32).
 
 Computation is separable: a pass along W then one along H, each a loop over the kernel
-taps of strided slices covering every output at once (kW + kH vectorised steps).
+taps of strided slices covering every output at once (kW + kH vectorised steps), into
+buffers of the run's arena (the padded input, whose border is written once, the row pass
+and the output); the window geometry of the declared input shape is worked out at prepare
+time.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from nnrt.drivers.cpu import arena
 from nnrt.drivers.cpu.activations import apply_activation, fused_activation
 from nnrt.drivers.cpu.kernel import Kernel, invalid, register
 from nnrt.drivers.cpu.ops._common import (
@@ -41,7 +45,7 @@ from nnrt.drivers.cpu.ops._common import (
     compute_dtype,
     explicit_pads,
     from_nhwc,
-    pad_nhwc,
+    padded_nhwc,
     pair_attr,
     require_unquantised,
     spatial_layout,
@@ -90,6 +94,11 @@ class _Pool(Kernel):
                 raise invalid(node, f"pad {list(pads)} must be smaller than kernelSize "
                                     f"{list(self.kernel)}: a window would hold only padding")
         check_declared_shapes(self)
+        shape = tuple(node.inputs[0].shape)
+        self.static = None  # (input shape, geometry along H and W) of the declared shape
+        if not self.global_ and DYNAMIC not in shape:
+            _, h, w, _ = to_nhwc(shape, self.nchw)
+            self.static = (shape, self._axis(0, h), self._axis(1, w))
 
     def _axis(self, dim: int, size: int) -> Axis1D:
         """Window geometry along H (dim 0) or W (dim 1) for an input of that size."""
@@ -109,28 +118,35 @@ class _Pool(Kernel):
 
     def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         x = inputs[0]
-        self.infer_shapes([x.shape])
+        static = self.static
+        geometry = None
+        if static is not None and x.shape == static[0]:
+            geometry = static[1:]
+        else:
+            self.infer_shapes([x.shape])
         if self.nchw:
             x = x.transpose(0, 2, 3, 1)
-        out = self._global(x) if self.global_ else self._windows(x)
+        out = self._global(x) if self.global_ else self._windows(x, geometry)
         out = apply_activation(out, self.activation, inplace=True)
         if self.nchw:
             out = out.transpose(0, 3, 1, 2)
         return [cast(out, self.dtype)]
 
-    def _windows(self, x: np.ndarray) -> np.ndarray:
+    def _windows(self, x: np.ndarray, geometry: tuple[Axis1D, Axis1D] | None) -> np.ndarray:
         n, h, w, c = x.shape
-        ax_h, ax_w = self._axis(0, h), self._axis(1, w)
-        xp = pad_nhwc(x.astype(self.work, copy=False), ax_h, ax_w, self.pad_value())
+        ax_h, ax_w = geometry or (self._axis(0, h), self._axis(1, w))
+        xp = padded_nhwc(self, x, ax_h, ax_w, self.pad_value(), self.work)
         (kh, kw), (sh, sw) = self.kernel, self.strides
         # Along W: rows[:, r, o] = reduce over j of xp[:, r, o*sw + j].
         span_w = (ax_w.out - 1) * sw + 1
-        rows = xp[:, :, 0:span_w:sw].copy()  # fresh: accumulated in place below
+        rows, _ = arena.scratch(self, "rows", (n, xp.shape[1], ax_w.out, c), self.work)
+        np.copyto(rows, xp[:, :, 0:span_w:sw])  # accumulated in place below
         for j in range(1, kw):
             self.reduce(rows, xp[:, :, j:j + span_w:sw], out=rows)
         # Along H, on the row results.
         span_h = (ax_h.out - 1) * sh + 1
-        out = rows[:, 0:span_h:sh].copy()
+        out = arena.output(self, 0, (n, ax_h.out, ax_w.out, c), self.work)
+        np.copyto(out, rows[:, 0:span_h:sh])
         for i in range(1, kh):
             self.reduce(out, rows[:, i:i + span_h:sh], out=out)
         return self.finish(out, ax_h, ax_w, h, w)

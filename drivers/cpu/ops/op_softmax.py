@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from nnrt.drivers.cpu import arena
 from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
 from nnrt.drivers.cpu.ops._common import (
     FLOAT_DTYPES,
@@ -49,7 +50,8 @@ class Softmax(Kernel):
         if x.size == 0:
             return [np.empty(x.shape, dtype=self.dtype)]
         with np.errstate(invalid="ignore", over="ignore", under="ignore"):
-            e = np.subtract(x, x.max(axis=self.axis, keepdims=True))  # fresh; x untouched
+            e = np.subtract(x, x.max(axis=self.axis, keepdims=True),
+                            out=arena.output(self, 0, x.shape, self.work))  # x untouched
             np.exp(e, out=e)
             e /= e.sum(axis=self.axis, keepdims=True)
         return [cast(e, self.dtype)]
