@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import mmap
 import os
 import socket
+import struct
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -231,23 +233,29 @@ class DriverClient:
     def _watch(self) -> None:
         while True:
             try:
-                message, fds = channel.receive_message(self._sock)
-            except ValueError as exc:
+                data, fds = channel.receive_packet(self._sock)
+                if data is None:
+                    reply, seq = None, None
+                elif data.startswith(channel.RUN):  # a Run reply: protobuf bytes
+                    (seq,) = channel.RUN_REPLY.unpack_from(data, 1)
+                    reply = data[1 + channel.RUN_REPLY.size:]
+                else:
+                    reply = channel.parse_message(data, fds)
+                    seq = reply.get("seq")
+            except (ValueError, struct.error) as exc:
                 log.warning("driver %s sent a malformed message: %s", self.grpc_path.name, exc)
                 continue
             except OSError as exc:
-                message, fds = None, []
-                reason = str(exc)
-            else:
-                reason = "the driver closed the session"
-            if message is None:
-                self._mark_dead(reason)
+                self._mark_dead(str(exc))
                 return
-            waiter = self._waiters.pop(message.get("seq"), None)
-            if waiter is None:
+            if data is None:
+                self._mark_dead("the driver closed the session")
+                return
+            waiter = self._waiters.pop(seq, None)
+            if waiter is None:  # its caller gave up (a Run past its timeout)
                 channel.close_fds(fds)
                 continue
-            waiter[1].extend([message, fds])
+            waiter[1].extend([reply, fds])
             waiter[0].set()
 
     def _mark_dead(self, reason: str) -> None:
@@ -422,7 +430,40 @@ class DriverClient:
 
     def run(self, model_id: int, inputs: Sequence[ht.IOTensor], outputs: Sequence[ht.IOTensor],
             timeout: float | None = None) -> pb.RunReply:
-        """Run; `timeout` (seconds) becomes the gRPC deadline the driver abandons the run at."""
+        """Run over the session channel (the fast path; see server/session_channel.py).
+
+        `timeout` (seconds) is the run's deadline: TimeoutError then, and the driver abandons
+        the run between operators. DriverGone when the driver dies meanwhile.
+        """
+        request = pb.RunRequest(preparedModelId=model_id, inputs=inputs, outputs=outputs)
+        data = request.SerializeToString()
+        header = channel.RUN_REQUEST
+        if 1 + header.size + len(data) > channel.MAX_PACKET:
+            return self.run_grpc(model_id, inputs, outputs, timeout)
+        timeout_ms = 0 if timeout is None else max(1, math.ceil(timeout * 1000))
+        seq = next(self._seq)
+        event, slot = threading.Event(), []
+        with self._lock:
+            if self._dead.is_set():
+                raise self._gone()
+            self._waiters[seq] = (event, slot)
+        try:
+            self._sock.send(channel.RUN + header.pack(seq, timeout_ms) + data)
+        except OSError as exc:
+            self._waiters.pop(seq, None)
+            if self._dead.is_set():
+                raise self._gone() from exc
+            raise DriverGone(f"session channel: {exc}") from exc
+        if not event.wait(timeout):
+            self._waiters.pop(seq, None)
+            raise TimeoutError(f"Run exceeded {timeout} s")
+        if not slot:
+            raise self._gone()
+        return pb.RunReply.FromString(slot[0])
+
+    def run_grpc(self, model_id: int, inputs: Sequence[ht.IOTensor],
+                 outputs: Sequence[ht.IOTensor], timeout: float | None = None) -> pb.RunReply:
+        """Run through the gRPC IPreparedModel service; `timeout` is the gRPC deadline."""
         return self._call(self.prepared.Run,
                           pb.RunRequest(preparedModelId=model_id, inputs=inputs, outputs=outputs),
                           timeout)

@@ -92,8 +92,8 @@ class DriverHost:
         )
         hdi_pb2_grpc.add_INnrtDeviceServicer_to_server(
             DeviceServicer(self.device, self.sessions, self.faults), server)
-        hdi_pb2_grpc.add_IPreparedModelServicer_to_server(
-            PreparedModelServicer(self.sessions, self.faults, self.stats), server)
+        prepared = PreparedModelServicer(self.sessions, self.faults, self.stats)
+        hdi_pb2_grpc.add_IPreparedModelServicer_to_server(prepared, server)
         admin_pb2_grpc.add_NnrtAdminServicer_to_server(
             admin.AdminServicer(self.device, self.name, self.sessions, self.faults, self.stats,
                                 self.created), server)
@@ -105,7 +105,8 @@ class DriverHost:
         try:
             if server.add_insecure_port(f"unix:{self.grpc_path}") == 0:
                 raise OSError(f"cannot listen on {self.grpc_path}")
-            self._channel = SessionChannelServer(self.session_path, self.sessions)
+            self._channel = SessionChannelServer(self.session_path, self.sessions,
+                                                 prepared.run_packet, self._workers)
         finally:
             os.umask(old_umask)
         server.start()
@@ -129,9 +130,11 @@ class DriverHost:
             return
         log.info("stopping: no new calls, up to %.1f s for calls in flight", grace)
         self.health.enter_graceful_shutdown()
+        started = time.monotonic()
+        self._channel.close_intake()  # Runs over the session channel: refused from now on
         self._server.stop(grace).wait(grace + 1)
         self._server = None
-        self._channel.stop()
+        self._channel.stop(max(0.0, grace - (time.monotonic() - started)))
         for path in (self.grpc_path, self.session_path):
             path.unlink(missing_ok=True)
         self.device.close()

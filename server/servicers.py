@@ -22,10 +22,11 @@ from nnrt.server.buffers import SharedRegion
 from nnrt.server.device import Device, PreparedModel
 from nnrt.server.errors import (
     HDF_ERR_NOPERM,
+    NNRT_CANCELLED,
     NNRT_FAILED,
     NNRT_INVALID_BUFFER,
+    NNRT_INVALID_PARAMETER,
     NNRT_MEMORY_ERROR,
-    NNRT_CANCELLED,
     NNRT_NOT_SUPPORT,
     NNRT_SUCCESS,
     NNRT_TIME_OUT,
@@ -54,6 +55,18 @@ def _session_of(registry: SessionRegistry, context: grpc.ServicerContext) -> Ses
     return session
 
 
+def _refusal(name: str, where: str, exc: Exception, reply: type):
+    """The reply (and the one log line) of a request that failed with `exc`."""
+    if isinstance(exc, DriverError):
+        log.warning("%s refused (%s): %s", name, where, exc)
+        if isinstance(exc, execution.InsufficientBuffer):
+            return reply(returnCode=exc.code,
+                         outputDims=[ht.Int32Array(values=s) for s in exc.shapes])
+        return reply(returnCode=exc.code)
+    log.error("%s failed unexpectedly (%s)", name, where, exc_info=exc)
+    return reply(returnCode=NNRT_FAILED)
+
+
 def hdi_method(reply: type, *, session: bool = True) -> Callable:
     """Wrap a servicer method: session lookup, DriverError → returnCode, no exception escapes."""
 
@@ -68,16 +81,9 @@ def hdi_method(reply: type, *, session: bool = True) -> Callable:
                     owner = _session_of(self.sessions, context)
                     return method(self, request, context, owner)
                 return method(self, request, context)
-            except DriverError as exc:
-                where = f"session {owner.id}" if owner else "no session"
-                log.warning("%s refused (%s): %s", name, where, exc)
-                if isinstance(exc, execution.InsufficientBuffer):
-                    return reply(returnCode=exc.code,
-                                 outputDims=[ht.Int32Array(values=s) for s in exc.shapes])
-                return reply(returnCode=exc.code)
-            except Exception:
-                log.exception("%s failed unexpectedly", name)
-                return reply(returnCode=NNRT_FAILED)
+            except Exception as exc:
+                return _refusal(name, f"session {owner.id}" if owner else "no session", exc,
+                                reply)
 
         return handler
 
@@ -216,24 +222,6 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
         return pb.ReturnCodeReply()
 
 
-def _counted(handler: Callable) -> Callable:
-    """Count a Run handler's calls in the servicer's RunStats (see server/stats.py)."""
-
-    @functools.wraps(handler)
-    def run(self, request, context):
-        self.stats.started()
-        reply = None
-        try:
-            reply = handler(self, request, context)
-            return reply
-        finally:
-            code = NNRT_FAILED if reply is None else reply.returnCode
-            gone = code in (NNRT_TIME_OUT, NNRT_CANCELLED) or not context.is_active()
-            self.stats.finished(succeeded=code == NNRT_SUCCESS, abandoned=gone)
-
-    return run
-
-
 class PreparedModelServicer(rpc.IPreparedModelServicer):
     def __init__(self, sessions: SessionRegistry, faults: FaultInjection,
                  stats: RunStats | None = None) -> None:
@@ -269,14 +257,50 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
             maxInputDims=[ht.UInt32Array(values=d) for d in entry.max_dims],
         )
 
-    @_counted
-    @hdi_method(pb.RunReply)
-    def Run(self, request, context, session):
-        entry = session.prepared(request.preparedModelId)
-        cancelled = lambda: not context.is_active() or session.closed  # noqa: E731
-        self.faults.on_run(cancelled)
-        dims = execution.execute(entry, request.inputs, request.outputs, session.buffers, cancelled)
-        return pb.RunReply(outputDims=[ht.Int32Array(values=d) for d in dims])
+    def Run(self, request, context):
+        try:
+            session = _session_of(self.sessions, context)
+        except DriverError as exc:
+            self.stats.started()
+            self.stats.finished(succeeded=False, abandoned=False)
+            return _refusal("Run", "no session", exc, pb.RunReply)
+        return self.run_in_session(session, request, context.is_active)
+
+    def run_packet(self, session: Session, payload: bytes, deadline: float | None) -> bytes:
+        """Run as the session channel carries it (server/session_channel.py): bytes in and
+        out, the caller's timeout as a deadline."""
+        try:
+            request = pb.RunRequest.FromString(payload)
+        except Exception as exc:  # protobuf's DecodeError
+            self.stats.started()
+            self.stats.finished(succeeded=False, abandoned=False)
+            error = DriverError(NNRT_INVALID_PARAMETER, f"undecodable RunRequest: {exc}")
+            return _refusal("Run", f"session {session.id}", error, pb.RunReply).SerializeToString()
+        if deadline is None:
+            caller_active = lambda: True  # noqa: E731
+        else:
+            caller_active = lambda: time.monotonic() < deadline  # noqa: E731
+        return self.run_in_session(session, request, caller_active).SerializeToString()
+
+    def run_in_session(self, session: Session, request: pb.RunRequest,
+                       caller_active: Callable[[], bool]) -> pb.RunReply:
+        """Run over either transport: counted in the stats, never raises (server/stats.py)."""
+        self.stats.started()
+        reply = None
+        try:
+            entry = session.prepared(request.preparedModelId)
+            cancelled = lambda: not caller_active() or session.closed  # noqa: E731
+            self.faults.on_run(cancelled)
+            dims = execution.execute(entry, request.inputs, request.outputs, session.buffers,
+                                     cancelled)
+            reply = pb.RunReply(outputDims=[ht.Int32Array(values=d) for d in dims])
+        except Exception as exc:
+            reply = _refusal("Run", f"session {session.id}", exc, pb.RunReply)
+        finally:
+            code = NNRT_FAILED if reply is None else reply.returnCode
+            gone = code in (NNRT_TIME_OUT, NNRT_CANCELLED) or not caller_active()
+            self.stats.finished(succeeded=code == NNRT_SUCCESS, abandoned=gone)
+        return reply
 
     @hdi_method(pb.ReturnCodeReply)
     def ReleasePreparedModel(self, request, context, session):

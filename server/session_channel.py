@@ -18,6 +18,13 @@ socket). The handshake and messages (JSON objects, one per packet):
    and prepared model of it; that is also what happens when the client is SIGKILLed,
    because the kernel closes its socket. For the client, end-of-file means the driver died.
 
+5. Run, the hot path, also travels here (the gRPC `IPreparedModel.Run` stays available and
+   behaves the same): a binary packet `b"R" | u64 seq | u32 timeout ms (0 = none) |
+   RunRequest protobuf` is answered by `b"R" | u64 seq | RunReply protobuf`. Runs are
+   served concurrently, their replies may come in any order (matched by seq); the timeout
+   is the run's deadline, after which the driver abandons it as it does at a gRPC
+   deadline. A request that does not fit in a packet goes over gRPC.
+
 A malformed message gets `{"seq": s, "returnCode": 3}` (NNRT_INVALID_PARAMETER) and one log
 line; fds attached to a message that takes none are closed.
 """
@@ -28,12 +35,16 @@ import array
 import json
 import os
 import socket
+import struct
 from collections.abc import Sequence
 from typing import Any
 
 PROTOCOL_VERSION = 1
-MAX_MESSAGE = 4096
+MAX_PACKET = 65536
 METADATA_KEY = "nnrt-session"
+RUN = b"R"  # first byte of a Run packet (JSON messages start with "{")
+RUN_REQUEST = struct.Struct("<QI")  # seq, timeout in ms
+RUN_REPLY = struct.Struct("<Q")  # seq
 
 
 def send_message(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
@@ -45,28 +56,42 @@ def send_message(sock: socket.socket, message: dict[str, Any], fds: Sequence[int
         sock.send(data)
 
 
-def receive_message(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
-    """(message, fds) of the next packet; (None, []) at end of file.
+def receive_packet(sock: socket.socket) -> tuple[bytes | None, list[int]]:
+    """(bytes, fds) of the next packet; (None, []) at end of file.
 
-    Raises ValueError for a packet that is not a JSON object (its fds already closed).
+    Raises ValueError for a truncated packet (its fds already closed).
     """
     fds = array.array("i")
-    data, ancillary, flags, _ = sock.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(16 * fds.itemsize))
+    data, ancillary, flags, _ = sock.recvmsg(MAX_PACKET, socket.CMSG_SPACE(16 * fds.itemsize))
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
     if not data and not fds:
         return None, []
+    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        close_fds(list(fds))
+        raise ValueError("truncated packet")
+    return data, list(fds)
+
+
+def parse_message(data: bytes, fds: Sequence[int] = ()) -> dict[str, Any]:
+    """The JSON object of a packet; ValueError (fds closed) for anything else."""
     try:
-        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
-            raise ValueError("truncated packet")
         message = json.loads(data)
         if not isinstance(message, dict):
             raise ValueError("not a JSON object")
     except ValueError:
-        close_fds(list(fds))
+        close_fds(fds)
         raise
-    return message, list(fds)
+    return message
+
+
+def receive_message(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """(message, fds) of the next packet, which must be a JSON object; (None, []) at EOF."""
+    data, fds = receive_packet(sock)
+    if data is None:
+        return None, []
+    return parse_message(data, fds), fds
 
 
 def close_fds(fds: Sequence[int]) -> None:

@@ -14,11 +14,14 @@ import secrets
 import selectors
 import socket
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nnrt.protos import hdi_pb2 as pb
 from nnrt.server import session_channel as channel
 from nnrt.server.buffers import BufferTable, SharedRegion
 from nnrt.server.device import PreparedModel
@@ -26,6 +29,7 @@ from nnrt.server.errors import (
     NNRT_FAILED,
     NNRT_INVALID_MODEL,
     NNRT_INVALID_PARAMETER,
+    NNRT_OPERATION_FORBIDDEN,
     NNRT_SUCCESS,
     DriverError,
 )
@@ -136,12 +140,55 @@ class SessionRegistry:
             return list(self._by_token.values())
 
 
-class SessionChannelServer:
-    """Accepts session connections and answers fetch/import; one thread, a selector."""
+# Serves one Run packet of a session: (session, RunRequest bytes, deadline) -> RunReply bytes.
+RunHandler = Callable[[Session, bytes, "float | None"], bytes]
 
-    def __init__(self, path: Path, registry: SessionRegistry) -> None:
+
+class _Connection:
+    """A session's socket, closed only once no Run is still answering on it (so a reply
+    can never go to a reused fd number)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.runs = 0
+        self.ended = False
+        self.lock = threading.Lock()
+
+    def begin_run(self) -> bool:
+        with self.lock:
+            if self.ended:
+                return False
+            self.runs += 1
+            return True
+
+    def end_run(self) -> None:
+        with self.lock:
+            self.runs -= 1
+            close = self.ended and self.runs == 0
+        if close:
+            self.sock.close()
+
+    def end(self) -> None:
+        with self.lock:
+            self.ended = True
+            close = self.runs == 0
+        if close:
+            self.sock.close()
+
+
+class SessionChannelServer:
+    """Accepts session connections and answers fetch/import on one thread (a selector);
+    Run packets go to a pool of workers."""
+
+    def __init__(self, path: Path, registry: SessionRegistry, run_handler: RunHandler,
+                 workers: int = 32) -> None:
         self.path = path
         self.registry = registry
+        self._run_handler = run_handler
+        self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="run")
+        self._runs = 0
+        self._runs_done = threading.Condition()
+        self._intake_closed = False
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._listener.bind(str(path))
         self._listener.listen(64)
@@ -156,11 +203,25 @@ class SessionChannelServer:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop accepting, end every session, close the socket (the caller unlinks it)."""
+    def close_intake(self) -> None:
+        """Refuse new Runs (NNRT_OPERATION_FORBIDDEN); the ones in flight go on."""
+        self._intake_closed = True
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Refuse new Runs, let those in flight finish (up to `grace` s), then end every
+        session and close the socket (the caller unlinks it)."""
+        self.close_intake()
+        deadline = time.monotonic() + grace
+        with self._runs_done:
+            while self._runs and (left := deadline - time.monotonic()) > 0:
+                self._runs_done.wait(left)
+            if self._runs:
+                log.warning("%d run(s) still in flight after %.1f s: ending their sessions",
+                            self._runs, grace)
         self._stopping = True
         os.write(self._wake_w, b"x")
         self._thread.join(timeout=10)
+        self._workers.shutdown(wait=False, cancel_futures=True)
 
     def _loop(self) -> None:
         while not self._stopping:
@@ -170,10 +231,10 @@ class SessionChannelServer:
                 if key.data is None:
                     self._accept()
                 else:
-                    self._serve(key.fileobj, key.data)
+                    self._serve(key.fileobj, key.data[0])
         for key in list(self._selector.get_map().values()):
-            if isinstance(key.data, Session):
-                self._end(key.fileobj, key.data)
+            if isinstance(key.data, tuple):
+                self._end(key.fileobj, key.data[0])
         self._selector.close()
         self._listener.close()
         os.close(self._wake_r)
@@ -199,28 +260,71 @@ class SessionChannelServer:
             conn.close()
             self.registry.close(session)
             return
-        self._selector.register(conn, selectors.EVENT_READ, session)
+        self._selector.register(conn, selectors.EVENT_READ, (session, _Connection(conn)))
         log.info("session %d opened by pid %d", session.id, peer_pid)
 
     def _end(self, conn: socket.socket, session: Session) -> None:
+        _, connection = self._selector.get_key(conn).data
         self._selector.unregister(conn)
-        conn.close()
+        connection.end()
         self.registry.close(session)
 
     def _serve(self, conn: socket.socket, session: Session) -> None:
         try:
-            message, fds = channel.receive_message(conn)
+            data, fds = channel.receive_packet(conn)
+            message = None
+            if data is not None and not data.startswith(channel.RUN):
+                message = channel.parse_message(data, fds)
         except ValueError as exc:
             log.warning("session %d: malformed session-channel message: %s", session.id, exc)
             self._reply(conn, session, {"seq": None, "returnCode": NNRT_INVALID_PARAMETER})
             return
         except OSError:
-            message, fds = None, []
-        if message is None:
+            data, fds = None, []
+        if data is None:
             self._end(conn, session)
+            return
+        if message is None:
+            channel.close_fds(fds)
+            self._start_run(conn, session, data)
             return
         reply, out_fds = self._handle(session, message, fds)
         self._reply(conn, session, reply, out_fds)
+
+    def _start_run(self, conn: socket.socket, session: Session, data: bytes) -> None:
+        header = channel.RUN_REQUEST
+        if len(data) < 1 + header.size:
+            log.warning("session %d: truncated Run packet", session.id)
+            return
+        seq, timeout_ms = header.unpack_from(data, 1)
+        deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+        _, connection = self._selector.get_key(conn).data
+        if self._intake_closed or not connection.begin_run():
+            log.warning("session %d: Run refused: the driver is stopping", session.id)
+            refused = pb.RunReply(returnCode=NNRT_OPERATION_FORBIDDEN).SerializeToString()
+            self._send_run_reply(connection, seq, refused)
+            return
+        with self._runs_done:
+            self._runs += 1
+        self._workers.submit(self._run, connection, session, seq, deadline,
+                             data[1 + header.size:])
+
+    def _run(self, connection: _Connection, session: Session, seq: int, deadline: float | None,
+             payload: bytes) -> None:
+        try:
+            self._send_run_reply(connection, seq, self._run_handler(session, payload, deadline))
+        finally:
+            connection.end_run()
+            with self._runs_done:
+                self._runs -= 1
+                self._runs_done.notify_all()
+
+    @staticmethod
+    def _send_run_reply(connection: _Connection, seq: int, reply: bytes) -> None:
+        try:
+            connection.sock.send(channel.RUN + channel.RUN_REPLY.pack(seq) + reply)
+        except OSError:
+            pass  # the client went away: its session ends (or has ended) on its own
 
     def _reply(self, conn: socket.socket, session: Session, reply: dict[str, Any],
                fds: Sequence[int] = ()) -> None:
