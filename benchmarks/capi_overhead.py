@@ -7,9 +7,11 @@ by side in one run in interleaved rounds:
   raw   DriverClient.run(model_id, inputs, outputs) with IOTensor messages built once;
   capi  OH_NNExecutor_RunSync(executor, [in], 1, [out], 1) — argument checks, IOTensors
         from the NN_Tensors, the driver call, output shapes written back;
-  async OH_NNExecutor_RunAsync → NN_OnRunDone, one run at a time (for reference).
+  async OH_NNExecutor_RunAsync → NN_OnRunDone, one run at a time (for reference);
+  api   the Pythonic `Executor.run(x)` (client/api.py) of the same model built with `Model`
+        (x + 1 on one float32 element): numpy in, the one copy, numpy out.
 
-Prints the median of each and the ratio capi / raw.
+Prints the median of each and the ratio to raw.
 
     python benchmarks/capi_overhead.py [--rounds 7] [--calls 400]
 """
@@ -22,32 +24,22 @@ import os
 import statistics
 import sys
 import threading
-import time
 
 import numpy as np
 
-from nnrt.client import capi
+from nnrt.client import Model, capi
 from nnrt.client.capi.tensor import io_tensor
 from nnrt.client.embedded import EmbeddedDrivers
 from nnrt.client.hdi import DriverClient
 
-
-def u32(values: list[int]) -> capi.OH_NN_UInt32Array:
-    return capi.OH_NN_UInt32Array(data=values or None, size=len(values))
-
-
-def desc(shape: list[int]) -> capi.NN_TensorDesc:
-    d = capi.OH_NNTensorDesc_Create()
-    capi.OH_NNTensorDesc_SetDataType(d, capi.OH_NN_FLOAT32)
-    capi.OH_NNTensorDesc_SetShape(d, shape, len(shape))
-    return d
+from _common import float32_desc, timed, u32  # benchmarks/_common.py (run as a script)
 
 
 def build_executor() -> capi.OH_NNExecutor:
     """y = x + 1 on one float32 element, through the C API."""
     model = capi.OH_NNModel_Construct()
     for _ in range(3):
-        d = desc([1])
+        d = float32_desc([1])
         assert capi.OH_NNModel_AddTensorToModel(model, d) == 0
         capi.OH_NNTensorDesc_Destroy(d)
     one = np.ones(1, np.float32)
@@ -66,16 +58,6 @@ def build_executor() -> capi.OH_NNExecutor:
     return executor
 
 
-def timed(fn, calls: int) -> float:
-    """Median seconds per call over `calls` calls."""
-    samples = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -85,7 +67,7 @@ def main() -> int:
     with EmbeddedDrivers(["cpu"]) as directory:
         os.environ["NNRT_RUNTIME_DIR"] = str(directory)
         executor = build_executor()
-        d = desc([1])
+        d = float32_desc([1])
         tin, tout = capi.OH_NNTensor_Create(0, d), capi.OH_NNTensor_Create(0, d)
         capi.OH_NNTensorDesc_Destroy(d)
         np.frombuffer(capi.OH_NNTensor_GetDataBuffer(tin), np.float32)[:] = 41.0
@@ -109,18 +91,32 @@ def main() -> int:
             assert capi.OH_NNExecutor_RunAsync(executor, [tin], 1, [tout], 1, 5000, 1) == 0
             assert done.wait(5)
 
-        for fn in (run_raw, run_capi, run_async):
+        model = Model()
+        y = model.input([1]) + 1.0
+        model.outputs(y)
+        compiled = model.compile()
+        api_executor = compiled.executor()
+        x = np.full(1, 41.0, np.float32)
+
+        def run_api() -> None:
+            api_executor.run(x)
+
+        paths = {"raw": run_raw, "capi": run_capi, "async": run_async, "api": run_api}
+        for fn in paths.values():
             for _ in range(50):
                 fn()  # warm up
         assert np.frombuffer(capi.OH_NNTensor_GetDataBuffer(tout), np.float32)[0] == 42.0
+        assert api_executor.run(x)[0] == 42.0
 
-        rows: dict[str, list[float]] = {"raw": [], "capi": [], "async": []}
+        rows: dict[str, list[float]] = {k: [] for k in paths}
         for _ in range(args.rounds):  # interleaved: the machine's noise hits all alike
-            rows["raw"].append(timed(run_raw, args.calls))
-            rows["capi"].append(timed(run_capi, args.calls))
-            rows["async"].append(timed(run_async, args.calls))
+            for name, fn in paths.items():
+                rows[name].append(timed(fn, args.calls))
         med = {k: statistics.median(v) for k, v in rows.items()}
 
+        api_executor.close()
+        compiled.close()
+        model.close()
         capi.OH_NNTensor_Destroy(tin)
         capi.OH_NNTensor_Destroy(tout)
         capi.OH_NNExecutor_Destroy(executor)
@@ -131,6 +127,8 @@ def main() -> int:
           f"{med['capi'] / med['raw']:.2f}  (+{(med['capi'] - med['raw']) * 1e6:.1f} us per call)")
     print(f"{'capi OH_NNExecutor_RunAsync -> NN_OnRunDone':48s} {med['async'] * 1e6:7.1f} us  "
           f"{med['async'] / med['raw']:.2f}")
+    print(f"{'api Executor.run (numpy in, numpy out)':48s} {med['api'] * 1e6:7.1f} us  "
+          f"{med['api'] / med['raw']:.2f}  (+{(med['api'] - med['capi']) * 1e6:.1f} us over capi)")
     return 0
 
 

@@ -196,6 +196,21 @@ def conv_weight(out_c: int, k: int, in_c: int, gain: float = 1.0) -> tuple[np.nd
     return rand(out_c, k, k, in_c, scale=gain / math.sqrt(k * k * in_c)), rand(out_c, scale=0.05)
 
 
+def conv_net_case(name: str, description: str, x: np.ndarray, network: Callable,
+                  classes: int) -> Case:
+    """A Case of one `network(net, h)` over ConvNet, written once for both engines: nnrt's
+    Model on the NHWC input x, and an ONNX graph on its NCHW transpose."""
+
+    def build(m: Model) -> None:
+        m.outputs(network(ConvNet(m, None), m.input(x.shape)))
+
+    g = OnnxGraph(name)
+    y = network(ConvNet(None, g), "x")
+    onnx_x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    return Case(name, description, x, onnx_x, build,
+                g.model(list(onnx_x.shape), y, [1, classes]))
+
+
 def resnet_case() -> Case:
     size, classes = 64, 10
     stem = conv_weight(64, 3, 3, 1.4)
@@ -216,15 +231,8 @@ def resnet_case() -> Case:
             h = net.add_relu(y, shortcut)
         return net.head(h, size // 8, 256, *fc)
 
-    def build(m: Model) -> None:
-        m.outputs(network(ConvNet(m, None), m.input(x.shape)))
-
-    g = OnnxGraph("resnet")
-    y = network(ConvNet(None, g), "x")
-    onnx_x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-    return Case("resnet", f"ResNet-style, 1x{size}x{size}x3, 64-256 channels, "
-                          f"{len(blocks)} residual blocks", x, onnx_x, build,
-                g.model(list(onnx_x.shape), y, [1, classes]))
+    return conv_net_case("resnet", f"ResNet-style, 1x{size}x{size}x3, 64-256 channels, "
+                                   f"{len(blocks)} residual blocks", x, network, classes)
 
 
 def mobilenet_case() -> Case:
@@ -244,15 +252,9 @@ def mobilenet_case() -> Case:
             h = net.conv(h, *pw, 1, 0, "relu6")
         return net.head(h, size // 8, 256, *fc)
 
-    def build(m: Model) -> None:
-        m.outputs(network(ConvNet(m, None), m.input(x.shape)))
-
-    g = OnnxGraph("mobilenet")
-    y = network(ConvNet(None, g), "x")
-    onnx_x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-    return Case("mobilenet", f"MobileNet-style, 1x{size}x{size}x3, 32-256 channels, "
-                             f"{len(blocks)} depthwise-separable blocks", x, onnx_x, build,
-                g.model(list(onnx_x.shape), y, [1, classes]))
+    return conv_net_case("mobilenet", f"MobileNet-style, 1x{size}x{size}x3, 32-256 channels, "
+                                      f"{len(blocks)} depthwise-separable blocks", x, network,
+                         classes)
 
 
 def encoder_case() -> Case:

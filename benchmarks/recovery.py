@@ -26,13 +26,15 @@ import threading
 import time
 from pathlib import Path
 
-import grpc
 import numpy as np
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 import nnrt.client.devices as devices_module
 from nnrt.client import capi
+from nnrt.server.devmgr import health_status
 from nnrt.server.devmgr_ctl import DevmgrUnavailable, request
+
+from _common import float32_desc, u32  # benchmarks/_common.py (run as a script)
 
 CONFIG = """\
 [devmgr]
@@ -48,16 +50,6 @@ options = { fault-run-delay-ms = 200 }
 """
 
 
-def serving(path: Path) -> bool:
-    with grpc.insecure_channel(f"unix:{path}") as channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
-                                                              timeout=1)
-        except grpc.RpcError:
-            return False
-    return reply.status == health_pb2.HealthCheckResponse.SERVING
-
-
 def cold_starts(directory: Path, count: int) -> list[float]:
     times = []
     for i in range(count):
@@ -65,7 +57,7 @@ def cold_starts(directory: Path, count: int) -> list[float]:
         proc = subprocess.Popen([sys.executable, "-m", "nnrt.server", "cpu", "--name", f"c{i}",
                                  "--runtime-dir", str(directory), "--log-level", "WARNING"])
         sock = directory / f"c{i}.sock"
-        while not (sock.exists() and serving(sock)):
+        while health_status(sock) != health_pb2.HealthCheckResponse.SERVING:
             if time.perf_counter() - started > 30:
                 raise RuntimeError("driver did not start")
             time.sleep(0.002)
@@ -89,9 +81,7 @@ def driver_pid(directory: Path, old: int | None = None) -> int:
 
 
 def tensor(values: np.ndarray | None = None) -> capi.NN_Tensor:
-    desc = capi.OH_NNTensorDesc_Create()
-    capi.OH_NNTensorDesc_SetDataType(desc, capi.OH_NN_FLOAT32)
-    capi.OH_NNTensorDesc_SetShape(desc, [4], 1)
+    desc = float32_desc([4])
     t = capi.OH_NNTensor_Create(0, desc)
     capi.OH_NNTensorDesc_Destroy(desc)
     if values is not None:
@@ -102,9 +92,7 @@ def tensor(values: np.ndarray | None = None) -> capi.NN_Tensor:
 def add_one_executor() -> capi.OH_NNExecutor:
     model = capi.OH_NNModel_Construct()
     for _ in range(2):
-        desc = capi.OH_NNTensorDesc_Create()
-        capi.OH_NNTensorDesc_SetDataType(desc, capi.OH_NN_FLOAT32)
-        capi.OH_NNTensorDesc_SetShape(desc, [4], 1)
+        desc = float32_desc([4])
         capi.OH_NNModel_AddTensorToModel(model, desc)
         capi.OH_NNTensorDesc_Destroy(desc)
     capi.OH_NNModel_SetTensorData(model, 1, np.ones(4, np.float32), 16)
@@ -114,12 +102,9 @@ def add_one_executor() -> capi.OH_NNExecutor:
     capi.OH_NNTensorDesc_Destroy(desc)
     capi.OH_NNModel_SetTensorType(model, 2, capi.OH_NN_ADD_ACTIVATIONTYPE)
     capi.OH_NNModel_SetTensorData(model, 2, np.zeros(1, np.int8), 1)
-    desc = capi.OH_NNTensorDesc_Create()
-    capi.OH_NNTensorDesc_SetDataType(desc, capi.OH_NN_FLOAT32)
-    capi.OH_NNTensorDesc_SetShape(desc, [4], 1)
+    desc = float32_desc([4])
     capi.OH_NNModel_AddTensorToModel(model, desc)
     capi.OH_NNTensorDesc_Destroy(desc)
-    u32 = lambda v: capi.OH_NN_UInt32Array(data=v, size=len(v))  # noqa: E731
     capi.OH_NNModel_AddOperation(model, capi.OH_NN_OPS_ADD, u32([2]), u32([0, 1]), u32([3]))
     capi.OH_NNModel_SpecifyInputsAndOutputs(model, u32([0]), u32([3]))
     assert capi.OH_NNModel_Finish(model) == 0

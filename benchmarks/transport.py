@@ -20,7 +20,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -32,6 +31,8 @@ from nnrt.client.hdi import DriverClient
 from nnrt.client.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
+
+from _common import timed  # benchmarks/_common.py (run as a script)
 
 BIG = 64 << 20
 _identity = lambda b: b  # noqa: E731  (raw bytes in and out: no message classes at all)
@@ -67,16 +68,6 @@ def start_echo(directory: Path) -> tuple[subprocess.Popen, grpc.Channel]:
 def io(memory, dims) -> ht.IOTensor:
     return ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=dims, format=ht.FORMAT_NONE,
                        data=memory.descriptor())
-
-
-def timed(fn, calls: int) -> float:
-    """Median seconds per call over `calls` calls."""
-    samples = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
 
 
 def main() -> int:

@@ -14,6 +14,8 @@ the fd, valid as long as the client keeps it, whatever happens to the driver.
 
 from __future__ import annotations
 
+import _thread
+import array
 import itertools
 import logging
 import math
@@ -41,6 +43,115 @@ log = logging.getLogger(__name__)
 
 _EMPTY = empty_pb2.Empty()
 _MAX_MESSAGE_BYTES = 64 << 20
+_RUN_HEADER = channel.RUN_REQUEST.pack  # Run packet: RUN | seq, timeout_ms | RunRequest
+_RUN_OVERHEAD = len(channel.RUN) + channel.RUN_REQUEST.size
+
+
+class _Waiter:
+    """One request's wait for its reply: a lock held from the start, released once by
+    whoever settles the request — the watcher with the reply (`deliver`), or the death of
+    the session without one (`wake`). Far cheaper than a threading.Event per request."""
+
+    __slots__ = ("_lock", "reply", "fds", "answered")
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+        self.reply = None
+        self.fds: list[int] = []
+        self.answered = False
+
+    def deliver(self, reply, fds: list[int]) -> None:
+        self.reply, self.fds, self.answered = reply, fds, True
+        self.wake()
+
+    def wake(self) -> None:
+        try:
+            self._lock.release()
+        except RuntimeError:  # already woken (the watcher and the session's end raced)
+            pass
+
+    def wait(self, timeout: float | None) -> bool:
+        """True once settled; False after `timeout` seconds (threading.Event.wait's rules)."""
+        if timeout is None:
+            return self._lock.acquire()
+        if timeout > 0:
+            return self._lock.acquire(True, timeout)
+        return self._lock.acquire(False)
+
+
+# RunRequest (hdi.proto) by hand from serialized IOTensors: `preparedModelId = 1` as protobuf
+# writes it, then `inputs = 2` and `outputs = 3` as length-delimited records — byte for byte
+# what RunRequest(...).SerializeToString() gives, without building the message.
+_INPUT_TAG, _OUTPUT_TAG = b"\x12", b"\x1a"
+_SMALL_VARINTS = [bytes((n,)) for n in range(128)]
+_run_prefixes: dict[int, bytes] = {}
+
+
+def _varint(n: int) -> bytes:
+    if n < 128:
+        return _SMALL_VARINTS[n]
+    out = bytearray()
+    while n >= 128:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _run_prefix(model_id: int) -> bytes:
+    if type(model_id) is not int:  # anything else: protobuf's own checks and errors
+        return pb.RunRequest(preparedModelId=model_id).SerializeToString()
+    prefix = _run_prefixes.get(model_id)
+    if prefix is None:
+        prefix = pb.RunRequest(preparedModelId=model_id).SerializeToString()
+        if len(_run_prefixes) >= 1024:
+            _run_prefixes.clear()
+        _run_prefixes[model_id] = prefix
+    return prefix
+
+
+def run_request_bytes(model_id: int, inputs: Sequence[ht.IOTensor | bytes],
+                      outputs: Sequence[ht.IOTensor | bytes]) -> bytes:
+    """The serialized RunRequest; each tensor an IOTensor or its serialized bytes."""
+    parts = [_run_prefix(model_id)]
+    for tag, tensors in ((_INPUT_TAG, inputs), (_OUTPUT_TAG, outputs)):
+        for tensor in tensors:
+            if type(tensor) is not bytes:
+                if not isinstance(tensor, ht.IOTensor):  # protobuf's conversions and errors
+                    return pb.RunRequest(preparedModelId=model_id, inputs=_messages(inputs),
+                                         outputs=_messages(outputs)).SerializeToString()
+                tensor = tensor.SerializeToString()
+            parts.append(tag)
+            parts.append(_varint(len(tensor)))
+            parts.append(tensor)
+    return b"".join(parts)
+
+
+def _messages(tensors: Sequence[ht.IOTensor | bytes]) -> list:
+    """IOTensor messages of tensors given as messages or serialized bytes."""
+    return [ht.IOTensor.FromString(t) if type(t) is bytes else t for t in tensors]
+
+
+_RUN_BYTE = channel.RUN[0]
+_RUN_REPLY_AT = len(channel.RUN) + channel.RUN_REPLY.size  # where a Run reply's protobuf starts
+_FD_SPACE = socket.CMSG_SPACE(16 * array.array("i").itemsize)
+
+
+def _receive_into(sock: socket.socket, buffer: bytearray) -> tuple[int | None, list[int]]:
+    """`channel.receive_packet` into `buffer`: (size, fds) of the next packet; (None, [])
+    at end of file; ValueError for a truncated packet (its fds closed)."""
+    size, ancillary, flags, _ = sock.recvmsg_into([buffer], _FD_SPACE)
+    fds = array.array("i")
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    if not size and not fds:
+        return None, []
+    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        channel.close_fds(list(fds))
+        raise ValueError("truncated packet")
+    return size, list(fds)
 
 
 class DriverGone(ConnectionError):
@@ -174,7 +285,7 @@ class DriverClient:
         self._dead = threading.Event()
         self._death_reason = ""
         self._death_callbacks: list[Callable[[], None]] = []
-        self._waiters: dict[int, tuple[threading.Event, list]] = {}
+        self._waiters: dict[int, _Waiter] = {}
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
@@ -231,16 +342,23 @@ class DriverClient:
         return self._dead.wait(timeout)
 
     def _watch(self) -> None:
+        # One packet buffer for the session's lifetime (channel.receive_packet's reading,
+        # without a fresh 64 KiB allocation per packet): a Run reply is its bytes after the
+        # header, copied out once.
+        buffer = bytearray(channel.MAX_PACKET)
+        view = memoryview(buffer)
         while True:
             try:
-                data, fds = channel.receive_packet(self._sock)
-                if data is None:
+                size, fds = _receive_into(self._sock, buffer)
+                if size is None:
                     reply, seq = None, None
-                elif data.startswith(channel.RUN):  # a Run reply: protobuf bytes
-                    (seq,) = channel.RUN_REPLY.unpack_from(data, 1)
-                    reply = data[1 + channel.RUN_REPLY.size:]
+                elif size and buffer[0] == _RUN_BYTE:  # a Run reply: protobuf bytes
+                    if size < _RUN_REPLY_AT:
+                        raise ValueError(f"a Run reply of {size} bytes")
+                    (seq,) = channel.RUN_REPLY.unpack_from(buffer, 1)
+                    reply = bytes(view[_RUN_REPLY_AT:size])
                 else:
-                    reply = channel.parse_message(data, fds)
+                    reply = channel.parse_message(bytes(view[:size]), fds)
                     seq = reply.get("seq")
             except (ValueError, struct.error) as exc:
                 log.warning("driver %s sent a malformed message: %s", self.grpc_path.name, exc)
@@ -248,15 +366,14 @@ class DriverClient:
             except OSError as exc:
                 self._mark_dead(str(exc))
                 return
-            if data is None:
+            if size is None:
                 self._mark_dead("the driver closed the session")
                 return
             waiter = self._waiters.pop(seq, None)
             if waiter is None:  # its caller gave up (a Run past its timeout)
                 channel.close_fds(fds)
                 continue
-            waiter[1].extend([reply, fds])
-            waiter[0].set()
+            waiter.deliver(reply, fds)
 
     def _mark_dead(self, reason: str) -> None:
         with self._lock:
@@ -266,8 +383,8 @@ class DriverClient:
             self._dead.set()
             callbacks, self._death_callbacks = self._death_callbacks, []
             waiters, self._waiters = self._waiters, {}
-        for event, _ in waiters.values():
-            event.set()
+        for waiter in list(waiters.values()):
+            waiter.wake()
         if reason != "closed by the client":
             log.warning("driver %s is gone: %s", self.grpc_path.name, reason)
         for callback in callbacks:
@@ -301,22 +418,22 @@ class DriverClient:
 
     def _session_request(self, message: dict, fds: Sequence[int] = (), timeout: float = 5.0):
         seq = next(self._seq)
-        event, slot = threading.Event(), []
+        waiter = _Waiter()
         with self._lock:
             if self._dead.is_set():
                 raise self._gone()
-            self._waiters[seq] = (event, slot)
+            self._waiters[seq] = waiter
         try:
             channel.send_message(self._sock, {**message, "seq": seq}, fds)
         except OSError as exc:
             self._waiters.pop(seq, None)
             raise DriverGone(f"session channel: {exc}") from exc
-        if not event.wait(timeout):
+        if not waiter.wait(timeout):
             self._waiters.pop(seq, None)
             raise DriverGone(f"driver {self.grpc_path.name} did not answer within {timeout} s")
-        if not slot:
+        if not waiter.answered:
             raise self._gone()
-        return slot[0], slot[1]
+        return waiter.reply, waiter.fds
 
     # -- INnrtDevice --------------------------------------------------------------------------
 
@@ -428,44 +545,46 @@ class DriverClient:
         return self._call(self.prepared.GetInputDimRanges,
                           pb.PreparedModelRef(preparedModelId=model_id))
 
-    def run(self, model_id: int, inputs: Sequence[ht.IOTensor], outputs: Sequence[ht.IOTensor],
-            timeout: float | None = None) -> pb.RunReply:
+    def run(self, model_id: int, inputs: Sequence[ht.IOTensor | bytes],
+            outputs: Sequence[ht.IOTensor | bytes], timeout: float | None = None) -> pb.RunReply:
         """Run over the session channel (the fast path; see server/session_channel.py).
 
-        `timeout` (seconds) is the run's deadline: TimeoutError then, and the driver abandons
-        the run between operators. DriverGone when the driver dies meanwhile.
+        Each tensor is an IOTensor, or its serialized bytes (what a caller that runs the same
+        tensors again keeps: nothing to build per run). `timeout` (seconds) is the run's
+        deadline: TimeoutError then, and the driver abandons the run between operators.
+        DriverGone when the driver dies meanwhile.
         """
-        request = pb.RunRequest(preparedModelId=model_id, inputs=inputs, outputs=outputs)
-        data = request.SerializeToString()
-        header = channel.RUN_REQUEST
-        if 1 + header.size + len(data) > channel.MAX_PACKET:
+        data = run_request_bytes(model_id, inputs, outputs)
+        if _RUN_OVERHEAD + len(data) > channel.MAX_PACKET:
             return self.run_grpc(model_id, inputs, outputs, timeout)
         timeout_ms = 0 if timeout is None else max(1, math.ceil(timeout * 1000))
         seq = next(self._seq)
-        event, slot = threading.Event(), []
+        waiter = _Waiter()
         with self._lock:
             if self._dead.is_set():
                 raise self._gone()
-            self._waiters[seq] = (event, slot)
+            self._waiters[seq] = waiter
         try:
-            self._sock.send(channel.RUN + header.pack(seq, timeout_ms) + data)
+            self._sock.send(b"".join((channel.RUN, _RUN_HEADER(seq, timeout_ms), data)))
         except OSError as exc:
             self._waiters.pop(seq, None)
             if self._dead.is_set():
                 raise self._gone() from exc
             raise DriverGone(f"session channel: {exc}") from exc
-        if not event.wait(timeout):
+        if not waiter.wait(timeout):
             self._waiters.pop(seq, None)
             raise TimeoutError(f"Run exceeded {timeout} s")
-        if not slot:
+        if not waiter.answered:
             raise self._gone()
-        return pb.RunReply.FromString(slot[0])
+        return pb.RunReply.FromString(waiter.reply)
 
-    def run_grpc(self, model_id: int, inputs: Sequence[ht.IOTensor],
-                 outputs: Sequence[ht.IOTensor], timeout: float | None = None) -> pb.RunReply:
+    def run_grpc(self, model_id: int, inputs: Sequence[ht.IOTensor | bytes],
+                 outputs: Sequence[ht.IOTensor | bytes],
+                 timeout: float | None = None) -> pb.RunReply:
         """Run through the gRPC IPreparedModel service; `timeout` is the gRPC deadline."""
         return self._call(self.prepared.Run,
-                          pb.RunRequest(preparedModelId=model_id, inputs=inputs, outputs=outputs),
+                          pb.RunRequest(preparedModelId=model_id, inputs=_messages(inputs),
+                                        outputs=_messages(outputs)),
                           timeout)
 
     def release_prepared_model(self, model_id: int) -> pb.ReturnCodeReply:

@@ -23,7 +23,7 @@ from nnrt.protos import admin_pb2 as pb
 from nnrt.protos import admin_pb2_grpc as rpc
 from nnrt.server.device import Device
 from nnrt.server.errors import HDF_ERR_INVALID_PARAM, HDF_ERR_NOPERM, NNRT_FAILED
-from nnrt.server.faults import FaultInjection, Faults
+from nnrt.server.faults import PLAIN_FIELDS, FaultInjection, Faults
 from nnrt.server.sessions import SessionRegistry
 from nnrt.server.stats import RunStats
 
@@ -32,32 +32,24 @@ log = logging.getLogger(__name__)
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["NnrtAdmin"].full_name
 
 
+def _wire(name: str) -> str:
+    """The FaultConfig field of Faults field `name` (run_delay_ms: runDelayMs)."""
+    head, *rest = name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
 def faults_to_proto(faults: Faults) -> pb.FaultConfig:
     return pb.FaultConfig(
-        runDelayMs=faults.run_delay_ms,
-        runHang=faults.run_hang,
-        exitOnRun=faults.exit_on_run,
-        exitOnPrepare=faults.exit_on_prepare,
-        exitOnRunProbability=faults.exit_on_run_probability,
-        exitOnExportCache=faults.exit_on_export_cache,
+        **{_wire(name): getattr(faults, name) for name in PLAIN_FIELDS},
         deviceStatus=0 if faults.device_status is None else faults.device_status + 1,
-        deviceBusy=faults.device_busy,
-        corruptExportedCache=faults.corrupt_exported_cache,
     )
 
 
 def faults_from_proto(config: pb.FaultConfig) -> Faults:
     """The Faults a FaultConfig asks for; ValueError when it is out of range."""
     return Faults(
-        run_delay_ms=config.runDelayMs,
-        run_hang=config.runHang,
-        exit_on_run=config.exitOnRun,
-        exit_on_prepare=config.exitOnPrepare,
-        exit_on_run_probability=config.exitOnRunProbability,
-        exit_on_export_cache=config.exitOnExportCache,
+        **{name: getattr(config, _wire(name)) for name in PLAIN_FIELDS},
         device_status=None if config.deviceStatus == 0 else config.deviceStatus - 1,
-        device_busy=config.deviceBusy,
-        corrupt_exported_cache=config.corruptExportedCache,
     )
 
 

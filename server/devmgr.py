@@ -56,7 +56,7 @@ from nnrt.server.devmgr_config import (Config, ConfigError, DriverSpec, Settings
                                        default_config_path, load_config)
 from nnrt.server.devmgr_ctl import ControlServer, DevmgrAlreadyRunning
 from nnrt.server.runtime_dir import ENV as RUNTIME_DIR_ENV
-from nnrt.server.runtime_dir import grpc_socket, runtime_dir, session_socket
+from nnrt.server.runtime_dir import grpc_socket, runtime_dir, session_socket, stale_socket
 
 log = logging.getLogger("nnrt.devmgr")
 
@@ -80,7 +80,7 @@ def describe_exit(code: int | None) -> str:
     return f"exit {code}"
 
 
-def health_status(path: Path, timeout: float) -> int | None:
+def health_status(path: Path, timeout: float = 1.0) -> int | None:
     """The grpc.health.v1 status of the server on `path`, None when it does not answer."""
     if not Path(path).exists():
         return None
@@ -134,16 +134,12 @@ def _remove_stale_sockets(directory: Path, name: str) -> None:
                        (session_socket(directory, name), socket.SOCK_SEQPACKET)):
         if not path.exists():
             continue
-        probe = socket.socket(socket.AF_UNIX, kind)
-        probe.settimeout(0.5)
         try:
-            probe.connect(str(path))
-        except (ConnectionRefusedError, FileNotFoundError):
-            path.unlink(missing_ok=True)
+            stale = stale_socket(path, kind, 0.5)
         except OSError:
-            pass
-        finally:
-            probe.close()
+            continue  # cannot tell: leave it
+        if stale:
+            path.unlink(missing_ok=True)
 
 
 # -- systemd ------------------------------------------------------------------------------

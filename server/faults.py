@@ -36,7 +36,7 @@ import random
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.device import CancelCheck
@@ -97,6 +97,12 @@ class Faults:
         if self.corrupt_exported_cache:
             parts.append("exported model caches corrupted")
         return ", ".join(parts) or "none"
+
+
+# The Faults fields every layer carries as they are, under the same name (the option
+# `--fault-<name>`, the admin FaultConfig field <name> in camelCase); device_status alone is
+# translated: a name on the command line, shifted by one on the wire (0: the device's own).
+PLAIN_FIELDS = tuple(f.name for f in fields(Faults) if f.name != "device_status")
 
 
 class FaultInjection:

@@ -25,7 +25,7 @@ from nnrt.protos import admin_pb2_grpc, hdi_pb2, hdi_pb2_grpc
 from nnrt.server import admin
 from nnrt.server.device import Device
 from nnrt.server.faults import FaultInjection
-from nnrt.server.runtime_dir import grpc_socket, session_socket
+from nnrt.server.runtime_dir import grpc_socket, session_socket, stale_socket
 from nnrt.server.servicers import DeviceServicer, PreparedModelServicer
 from nnrt.server.sessions import SessionChannelServer, SessionRegistry
 from nnrt.server.stats import RunStats
@@ -46,19 +46,14 @@ def _claim(path: Path, kind: int) -> None:
     """Remove a stale socket at `path`; raise if something is still listening there."""
     if not path.exists() and not path.is_symlink():
         return
-    probe = socket.socket(socket.AF_UNIX, kind)
-    probe.settimeout(1.0)
     try:
-        probe.connect(str(path))
-    except (ConnectionRefusedError, FileNotFoundError):
-        log.info("removing stale socket %s", path)
-        path.unlink(missing_ok=True)
-        return
+        stale = stale_socket(path, kind, 1.0)
     except OSError as exc:
         raise DriverAlreadyRunning(f"{path}: {exc}")
-    finally:
-        probe.close()
-    raise DriverAlreadyRunning(f"a driver is already listening on {path}")
+    if not stale:
+        raise DriverAlreadyRunning(f"a driver is already listening on {path}")
+    log.info("removing stale socket %s", path)
+    path.unlink(missing_ok=True)
 
 
 class DriverHost:

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from nnrt.drivers import DEVICE_KINDS, load_device
-from nnrt.server.faults import DEVICE_STATUS, FaultInjection, Faults
+from nnrt.server.faults import DEVICE_STATUS, PLAIN_FIELDS, FaultInjection, Faults
 from nnrt.server.host import DriverAlreadyRunning, DriverHost
 from nnrt.server.runtime_dir import runtime_dir
 
@@ -78,16 +78,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def fault_injection(args: argparse.Namespace) -> FaultInjection:
     """The FaultInjection the options ask for; allowed at runtime when any of them is given."""
     faults = Faults(
-        run_delay_ms=args.fault_run_delay_ms,
-        run_hang=args.fault_run_hang,
-        exit_on_run=args.fault_exit_on_run,
-        exit_on_prepare=args.fault_exit_on_prepare,
-        exit_on_run_probability=args.fault_exit_on_run_probability,
-        exit_on_export_cache=args.fault_exit_on_export_cache,
+        **{name: getattr(args, f"fault_{name}") for name in PLAIN_FIELDS},
         device_status=None if args.fault_device_status is None
         else DEVICE_STATUS[args.fault_device_status],
-        device_busy=args.fault_device_busy,
-        corrupt_exported_cache=args.fault_corrupt_exported_cache,
     )
     allowed = (args.fault_injection or faults.any or args.fault_slow_start_ms > 0
                or args.fault_seed is not None)

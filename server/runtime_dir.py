@@ -8,6 +8,7 @@ Default (ARCHITECTURE.md, decision 9): `/run/nnrt` when writable, else
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 ENV = "NNRT_RUNTIME_DIR"
@@ -41,6 +42,21 @@ def grpc_socket(directory: Path, name: str) -> Path:
 
 def session_socket(directory: Path, name: str) -> Path:
     return directory / f"{name}{SESSION_SUFFIX}"
+
+
+def stale_socket(path: Path, kind: int, timeout: float) -> bool:
+    """Whether the Unix socket at `path` (of socket type `kind`) is a dead process's: a
+    connection is refused, or finds nothing. False when something accepts it; any other
+    failure (a full backlog, the timeout) raises its OSError: the caller cannot tell."""
+    probe = socket.socket(socket.AF_UNIX, kind)
+    probe.settimeout(timeout)
+    try:
+        probe.connect(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        return True
+    finally:
+        probe.close()
+    return False
 
 
 def driver_names(directory: Path) -> list[str]:

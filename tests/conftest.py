@@ -6,16 +6,17 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from nnrt.client.hdi import DriverClient
+from nnrt.server.devmgr import health_status  # the device manager's probe, shared by the tests
 from nnrt.server.runtime_dir import grpc_socket, session_socket
 
 # Tests point the client at drivers they start themselves; a test that exercises the
@@ -60,17 +61,6 @@ class RunningDriver:
             self.proc.kill()
             self.proc.wait(5)
             raise
-
-
-def health_status(path: Path, timeout: float = 1.0) -> int | None:
-    """The grpc.health.v1 status of the server on `path`, None if it does not answer."""
-    with grpc.insecure_channel(f"unix:{path}") as channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=timeout)
-        except grpc.RpcError:
-            return None
-    return reply.status
 
 
 def start_driver(runtime_dir: Path, kind: str = "cpu", *args: str, name: str | None = None,
@@ -145,6 +135,18 @@ def memfd_mappings(pid: int) -> list[str]:
     """The memfd mappings of a process (from /proc/<pid>/maps)."""
     return [line for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
             if "memfd:" in line]
+
+
+def in_threads(target: Callable[..., object], args: Iterable[tuple],
+               timeout: float | None = None) -> list[threading.Thread]:
+    """Run target(*a) for each `a` of `args` in threads of their own, all at once, and join
+    them (each for at most `timeout` s); the threads, to check that none is still alive."""
+    threads = [threading.Thread(target=target, args=a) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    return threads
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.02) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import mmap
-import threading
 
 import numpy as np
 import pytest
@@ -21,7 +20,7 @@ from nnrt.client.capi import (
     OH_NNExecutor_GetInputCount,
 )
 from tests.capi.util_executor import use_runtime
-from tests.conftest import start_driver
+from tests.conftest import in_threads, start_driver
 
 RNG = np.random.default_rng(5)
 
@@ -37,6 +36,7 @@ def rt(shared_driver, monkeypatch):
 
 
 def mlp_model(w1, b1, w2):
+    """x -> fully connected + ReLU -> fully connected -> softmax (the recovery tests' too)."""
     m = Model()
     x = m.input([None, w1.shape[1]], name="x")
     h = m.fully_connected(x, w1, b1, activation="relu")
@@ -170,6 +170,29 @@ def test_errors_carry_the_return_code(rt):
     assert isinstance(err.value, Exception) and err.value.message
 
 
+def test_shapes_and_dtypes_change_between_runs(rt):
+    """A run with the input shapes and dtypes of the last one reuses what that one worked
+    out (checks, output shapes, sized tensors); any change is checked and sized again."""
+    w1, b1, w2 = f32(16, 4), f32(16), f32(3, 16)
+    with mlp_model(w1, b1, w2) as m, m.compile() as compiled, compiled.executor() as ex:
+        for batch in (1, 7, 7, 1, 3, 3, 9, 1):
+            x = f32(batch, 4)
+            probs = ex.run(x)
+            assert probs.shape == (batch, 3)
+            np.testing.assert_allclose(probs, mlp_reference(x, w1, b1, w2), rtol=1e-5, atol=1e-6)
+            del probs  # the same tensors again next time
+        assert len(ex._slots) == 1
+        x = f32(2, 4)
+        ex.run(x)
+        for bad in (f32(2, 5), f32(2, 4, 1), (x + 1j).astype(np.complex64)):
+            with pytest.raises(NNRtError) as err:
+                ex.run(bad)
+            assert err.value.code == OH_NN_INVALID_PARAMETER
+        wide = x.astype(np.float64)  # same_kind: cast on the way in
+        np.testing.assert_allclose(ex.run(wide), mlp_reference(x, w1, b1, w2), rtol=1e-5,
+                                   atol=1e-6)
+
+
 def test_inputs_copied_once_outputs_are_shared_memory(rt):
     with Model() as m:
         x = m.input([4])
@@ -222,11 +245,7 @@ def test_runs_from_several_threads(rt):
                                    atol=1e-6):
                     failures.append(seed)
 
-        threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
+        in_threads(worker, [(s,) for s in range(4)], timeout=30)
     assert failures == []
 
 

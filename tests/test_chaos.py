@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from nnrt.client import capi
-from tests.capi.util_executor import W, Callbacks, add_model, array, make_executor, tensor, \
-    use_runtime
+from tests.capi.util_capi import W, add_model
+from tests.capi.util_executor import Callbacks, array, make_executor, tensor, use_runtime
 from tests.conftest import memfd_mappings, wait_until
 from tests.devmgr_util import config_text, processes_using, start_devmgr
 

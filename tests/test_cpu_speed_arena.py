@@ -17,6 +17,7 @@ from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import DYNAMIC, Graph, NodeSpec, TensorSpec
+from tests.conftest import in_threads
 from tests.kernels.util import Const, make_node, randn, tensor_spec
 
 NEVER = lambda: False  # noqa: E731  (a run nobody cancels)
@@ -174,11 +175,7 @@ def test_concurrent_runs_each_have_their_own_arena() -> None:
         except BaseException as exc:  # reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(x, w)) for x, w in zip(inputs, wanted)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(worker, zip(inputs, wanted))
     assert not errors, errors[0]
     assert 1 <= len(plan.arenas._idle) <= arena.IDLE_ARENAS
 

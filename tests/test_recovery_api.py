@@ -10,9 +10,10 @@ import signal
 import numpy as np
 import pytest
 
-from nnrt.client import Model, NNRtError
+from nnrt.client import NNRtError
 from nnrt.client.capi import OH_NN_CONNECTION_EXCEPTION
 from tests.capi.util_executor import use_runtime
+from tests.test_api import mlp_model
 from tests.conftest import start_driver, wait_until
 
 RNG = np.random.default_rng(29)
@@ -27,20 +28,12 @@ def driver(runtime_dir, monkeypatch):
         box[0].stop()
 
 
-def mlp(w1, b1, w2):
-    m = Model()
-    x = m.input([None, w1.shape[1]], name="x")
-    h = m.fully_connected(x, w1, b1, activation="relu")
-    m.outputs(m.softmax(m.fully_connected(h, w2)))
-    return m
-
-
 def test_executor_keeps_working_across_a_restart(driver, runtime_dir):
     w1 = RNG.standard_normal((32, 16)).astype(np.float32)
     b1 = RNG.standard_normal(32).astype(np.float32)
     w2 = RNG.standard_normal((10, 32)).astype(np.float32)
     x = RNG.standard_normal((4, 16)).astype(np.float32)
-    with mlp(w1, b1, w2) as model, model.compile("cpu") as compiled, \
+    with mlp_model(w1, b1, w2) as model, model.compile("cpu") as compiled, \
             compiled.executor() as ex:
         before = ex.run(x).copy()
         default_before = compiled.run(x).copy()

@@ -15,8 +15,8 @@ import pytest
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import session_channel as channel
 from nnrt.server.errors import NNRT_OPERATION_FORBIDDEN, NNRT_SUCCESS
-from tests.conftest import start_driver, wait_until
-from tests.test_driver_process import add_model, io
+from tests.conftest import in_threads, start_driver
+from tests.test_driver_process import add_model, expect_run_abandoned, io
 
 
 def _window(memory, n, dtype=ht.DATA_TYPE_FLOAT32, fmt=ht.FORMAT_NONE, dims=None, **data):
@@ -88,11 +88,7 @@ def test_many_runs_in_flight_on_one_session_are_matched_to_their_callers(rig):
         except Exception as exc:  # reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    in_threads(worker, [(k,) for k in range(6)], timeout=60)
     assert not errors and len(results) == 6
 
 
@@ -100,15 +96,7 @@ def test_a_fast_run_past_its_timeout_is_abandoned(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "3000")
     try:
         with driver.client() as client:
-            model_id = add_model().prepare(client)
-            _, x = client.allocate_buffer(16)
-            _, y = client.allocate_buffer(16)
-            started = time.monotonic()
-            with pytest.raises(TimeoutError):
-                client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=0.2)
-            assert time.monotonic() - started < 0.5
-            assert wait_until(lambda: "abandoned during its injected delay" in driver.log(), 2.0)
-            x.close(), y.close()
+            expect_run_abandoned(driver, client)
     finally:
         assert driver.stop() == 0
 

@@ -188,9 +188,10 @@ def _path(value: Any) -> str | None:
 
 
 def _bytes(buffer: Any, length: Any) -> bytes | None:
-    """A copy of the first `length` bytes of a buffer-protocol object, None if impossible."""
+    """A copy of the first `length` bytes of a buffer-protocol object; None if impossible
+    or empty (every caller needs at least one byte)."""
     n = c_count(length)
-    if n is None:
+    if n is None or n == 0:
         return None
     try:
         view = memoryview(buffer)
@@ -205,14 +206,18 @@ def _bytes(buffer: Any, length: Any) -> bytes | None:
 # -- 1.1 – 1.4: constructors -------------------------------------------------------------
 
 
+def _construct(**source: Any) -> OH_NNCompilation:
+    """A new compilation with its source (the attributes given) set."""
+    compilation = OH_NNCompilation()
+    for name, value in source.items():
+        setattr(compilation, name, value)
+    return compilation
+
+
 def OH_NNCompilation_Construct(model: OH_NNModel | None) -> OH_NNCompilation | None:
     """capi.md 1.1: a compilation of an OH_NNModel (finished by Build time), or None."""
     m = live(model, OH_NNModel)
-    if m is None:
-        return None
-    compilation = OH_NNCompilation()
-    compilation.model = m
-    return compilation
+    return None if m is None else _construct(model=m)
 
 
 def OH_NNCompilation_ConstructWithOfflineModelFile(
@@ -221,31 +226,21 @@ def OH_NNCompilation_ConstructWithOfflineModelFile(
     if modelPath is None:
         return None
     path = _path(modelPath)
-    if path is None:
-        return None
-    compilation = OH_NNCompilation()
-    compilation.offline_path = path
-    return compilation
+    return None if path is None else _construct(offline_path=path)
 
 
 def OH_NNCompilation_ConstructWithOfflineModelBuffer(modelBuffer: Any,
                                                      modelSize: int) -> OH_NNCompilation | None:
     """capi.md 1.3: a compilation of an offline model in memory (copied), or None."""
-    if modelBuffer is None or c_count(modelSize) in (None, 0):
+    if modelBuffer is None:
         return None
     data = _bytes(modelBuffer, modelSize)
-    if data is None:
-        return None
-    compilation = OH_NNCompilation()
-    compilation.offline_buffer = data
-    return compilation
+    return None if data is None else _construct(offline_buffer=data)
 
 
 def OH_NNCompilation_ConstructForCache() -> OH_NNCompilation:
     """capi.md 1.4: an empty compilation, to be restored by SetCache or ImportCacheFromBuffer."""
-    compilation = OH_NNCompilation()
-    compilation.for_cache = True
-    return compilation
+    return _construct(for_cache=True)
 
 
 # -- 1.5 – 1.6: the cache as one blob ----------------------------------------------------
@@ -381,10 +376,7 @@ def OH_NNCompilation_ImportCacheFromBuffer(compilation: OH_NNCompilation | None,
     c = _compilation(compilation)
     if c is None or buffer is None:
         return OH_NN_INVALID_PARAMETER
-    n = c_count(modelSize)
-    if n is None or n == 0:
-        return OH_NN_INVALID_PARAMETER
-    data = _bytes(buffer, n)
+    data = _bytes(buffer, modelSize)
     if data is None:
         return OH_NN_INVALID_PARAMETER
     with c.lock:
@@ -405,14 +397,9 @@ def OH_NNCompilation_AddExtensionConfig(compilation: OH_NNCompilation | None,
     c = _compilation(compilation)
     if c is None or configName is None or configValue is None:
         return OH_NN_INVALID_PARAMETER
-    n = c_count(configValueSize)
-    if n is None or n == 0:
-        return OH_NN_INVALID_PARAMETER
     name = _text(configName)
-    if not name:
-        return OH_NN_INVALID_PARAMETER
-    value = _bytes(configValue, n)
-    if value is None:
+    value = _bytes(configValue, configValueSize)
+    if not name or value is None:
         return OH_NN_INVALID_PARAMETER
     with c.lock:
         if c.destroyed:
@@ -435,18 +422,25 @@ def _configure(compilation: Any, apply) -> OH_NN_ReturnCode:
         return apply(c)
 
 
-def OH_NNCompilation_SetDevice(compilation: OH_NNCompilation | None,
-                               deviceID: int) -> OH_NN_ReturnCode:
-    """capi.md 1.8: choose the device (0 = first); checked at Build; after Build → 4."""
-    device_id = c_count(deviceID)
+def _store(compilation: Any, **options: Any) -> OH_NN_ReturnCode:
+    """`_configure` that sets the compilation's `options` (attribute → value); a value None,
+    an argument C could not have passed, → INVALID_PARAMETER once the compilation itself is
+    accepted."""
 
     def apply(c: OH_NNCompilation) -> OH_NN_ReturnCode:
-        if device_id is None:
+        if any(value is None for value in options.values()):
             return OH_NN_INVALID_PARAMETER
-        c.device_id = device_id
+        for name, value in options.items():
+            setattr(c, name, value)
         return OH_NN_SUCCESS
 
     return _configure(compilation, apply)
+
+
+def OH_NNCompilation_SetDevice(compilation: OH_NNCompilation | None,
+                               deviceID: int) -> OH_NN_ReturnCode:
+    """capi.md 1.8: choose the device (0 = first); checked at Build; after Build → 4."""
+    return _store(compilation, device_id=c_count(deviceID))
 
 
 def OH_NNCompilation_SetCache(compilation: OH_NNCompilation | None, cachePath: str | bytes | None,
@@ -454,58 +448,28 @@ def OH_NNCompilation_SetCache(compilation: OH_NNCompilation | None, cachePath: s
     """capi.md 1.9: the cache directory and version; everything is checked at Build."""
     if _compilation(compilation) is None or cachePath is None:
         return OH_NN_INVALID_PARAMETER
-    path = _path(cachePath)
-    value = c_int(version, 0, UINT32_MAX)
-
-    def apply(c: OH_NNCompilation) -> OH_NN_ReturnCode:
-        if path is None or value is None:
-            return OH_NN_INVALID_PARAMETER
-        c.cache_path, c.cache_version = path, value
-        return OH_NN_SUCCESS
-
-    return _configure(compilation, apply)
+    return _store(compilation, cache_path=_path(cachePath),
+                  cache_version=c_int(version, 0, UINT32_MAX))
 
 
 def OH_NNCompilation_SetPerformanceMode(compilation: OH_NNCompilation | None,
                                         performanceMode: int) -> OH_NN_ReturnCode:
     """capi.md 1.10: 0..4 stored (device support checked at Build → 14); after Build → 4."""
-    value = c_int(performanceMode, PERFORMANCE_MODES.start, PERFORMANCE_MODES.stop - 1)
-
-    def apply(c: OH_NNCompilation) -> OH_NN_ReturnCode:
-        if value is None:
-            return OH_NN_INVALID_PARAMETER
-        c.performance = value
-        return OH_NN_SUCCESS
-
-    return _configure(compilation, apply)
+    return _store(compilation, performance=c_int(performanceMode, PERFORMANCE_MODES.start,
+                                                 PERFORMANCE_MODES.stop - 1))
 
 
 def OH_NNCompilation_SetPriority(compilation: OH_NNCompilation | None,
                                  priority: int) -> OH_NN_ReturnCode:
     """capi.md 1.11: 0..3 stored (device support checked at Build → 14); after Build → 4."""
-    value = c_int(priority, PRIORITIES.start, PRIORITIES.stop - 1)
-
-    def apply(c: OH_NNCompilation) -> OH_NN_ReturnCode:
-        if value is None:
-            return OH_NN_INVALID_PARAMETER
-        c.priority = value
-        return OH_NN_SUCCESS
-
-    return _configure(compilation, apply)
+    return _store(compilation, priority=c_int(priority, PRIORITIES.start, PRIORITIES.stop - 1))
 
 
 def OH_NNCompilation_EnableFloat16(compilation: OH_NNCompilation | None,
                                    enableFloat16: bool) -> OH_NN_ReturnCode:
     """capi.md 1.12: stored (device support checked at Build → 14); after Build → 4."""
     value = c_int(enableFloat16, -(1 << 63), (1 << 64) - 1)  # a C bool: any integer
-
-    def apply(c: OH_NNCompilation) -> OH_NN_ReturnCode:
-        if value is None:
-            return OH_NN_INVALID_PARAMETER
-        c.float16 = bool(value)
-        return OH_NN_SUCCESS
-
-    return _configure(compilation, apply)
+    return _store(compilation, float16=None if value is None else bool(value))
 
 
 # -- 1.13: Build -----------------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,7 +209,34 @@ def _output_bytes(ex: OH_NNExecutor, index: int) -> int:
     return math.prod(io.shape) * size
 
 
+def _io_index(ex: OH_NNExecutor, value: Any, is_input: bool) -> int | None:
+    """An input (or output) index argument of the executor; None when there is no such one."""
+    index = c_count(value)
+    if index is None or index >= len(ex.inputs if is_input else ex.outputs):
+        return None
+    return index
+
+
+def _bind(ex: OH_NNExecutor, bound: dict, index: int, binding: _Input | _Output) -> int:
+    """Keep `binding` for `index` until Run, unless the executor was destroyed meanwhile."""
+    with ex.lock:
+        if ex.destroyed:
+            return INVALID_PARAMETER
+        bound[index] = binding
+    return SUCCESS
+
+
 # -- 2.17 / 2.18: copy bindings ---------------------------------------------------------------
+
+
+def _caller_bytes(obj: Any, length: Any, writable: bool) -> tuple[memoryview, int] | None:
+    """(the caller's buffer, `length`) for a copy binding: at least one byte, at most the
+    buffer's size; None when refused."""
+    data = _buffer(obj, writable)
+    size = c_count(length)
+    if data is None or size is None or size == 0 or size > data.nbytes:
+        return None
+    return data, size
 
 
 def _device_buffer(ex: OH_NNExecutor, store: dict, index: int, length: int
@@ -233,31 +261,41 @@ def _device_buffer(ex: OH_NNExecutor, store: dict, index: int, length: int
     return SUCCESS, memory
 
 
+def _bind_copy(ex: OH_NNExecutor, buffers: dict, bound: dict, index: int, size: int,
+               binding: Callable[[SharedMemory], _Input | _Output]) -> int:
+    """`_bind` of the binding made over the executor's device buffer for `index`."""
+    with ex.lock:
+        if ex.destroyed:
+            return INVALID_PARAMETER
+        code, memory = _device_buffer(ex, buffers, index, size)
+        if code != SUCCESS:
+            return code
+        bound[index] = binding(memory)
+    return SUCCESS
+
+
 def OH_NNExecutor_SetInput(executor: OH_NNExecutor | None, inputIndex: int,
                            tensor: OH_NN_Tensor | None, dataBuffer: Any, length: int) -> int:
     """capi.md 2.17: bind input `inputIndex`, copying `length` bytes of `dataBuffer` now."""
     ex = _executor(executor)
     if ex is None or not isinstance(tensor, OH_NN_Tensor):
         return INVALID_PARAMETER
-    data = _buffer(dataBuffer, writable=False)
-    size = c_count(length)
-    if data is None or size is None or size == 0 or size > data.nbytes:
+    caller = _caller_bytes(dataBuffer, length, writable=False)
+    if caller is None:
         return INVALID_PARAMETER
+    data, size = caller
     code, index = _check_input(ex, inputIndex, tensor)
     if code != SUCCESS:
         return code
     dims = _dims_of(tensor)
     if size < math.prod(dims) * element_size(tensor.dataType):
         return INVALID_PARAMETER
-    with ex.lock:
-        if ex.destroyed:
-            return INVALID_PARAMETER
-        code, memory = _device_buffer(ex, ex.input_buffers, index, size)
-        if code != SUCCESS:
-            return code
+
+    def copied(memory: SharedMemory) -> _Input:
         memory.view(0, size)[:] = data[:size]
-        ex.bound_inputs[index] = _Input(tensor.dataType, dims, memory, size)
-    return SUCCESS
+        return _Input(tensor.dataType, dims, memory, size)
+
+    return _bind_copy(ex, ex.input_buffers, ex.bound_inputs, index, size, copied)
 
 
 def OH_NNExecutor_SetOutput(executor: OH_NNExecutor | None, outputIndex: int, dataBuffer: Any,
@@ -266,24 +304,18 @@ def OH_NNExecutor_SetOutput(executor: OH_NNExecutor | None, outputIndex: int, da
     ex = _executor(executor)
     if ex is None:
         return INVALID_PARAMETER
-    data = _buffer(dataBuffer, writable=True)
-    size = c_count(length)
-    if data is None or size is None or size == 0 or size > data.nbytes:
+    caller = _caller_bytes(dataBuffer, length, writable=True)
+    if caller is None:
         return INVALID_PARAMETER
-    index = c_count(outputIndex)
-    if index is None or index >= len(ex.outputs):
+    data, size = caller
+    index = _io_index(ex, outputIndex, is_input=False)
+    if index is None:
         return INVALID_PARAMETER
     need = _output_bytes(ex, index)
     if need < 0 or size < need:
         return INVALID_PARAMETER
-    with ex.lock:
-        if ex.destroyed:
-            return INVALID_PARAMETER
-        code, memory = _device_buffer(ex, ex.output_buffers, index, size)
-        if code != SUCCESS:
-            return code
-        ex.bound_outputs[index] = _Output(memory, size, data[:size])
-    return SUCCESS
+    return _bind_copy(ex, ex.output_buffers, ex.bound_outputs, index, size,
+                      lambda memory: _Output(memory, size, data[:size]))
 
 
 # -- 2.19: Run --------------------------------------------------------------------------------
@@ -356,8 +388,8 @@ def _allocate(executor: Any, index_value: Any, length: Any, is_input: bool) -> O
     size = c_count(length)
     if ex is None or size is None or size == 0:
         return None
-    index = c_count(index_value)
-    if index is None or index >= len(ex.inputs if is_input else ex.outputs):
+    index = _io_index(ex, index_value, is_input)
+    if index is None:
         return None
     try:
         client, _ = ex.session()
@@ -397,8 +429,8 @@ def _destroy(executor: Any, index_value: Any, memory: Any, is_input: bool) -> No
     if memory is None:
         log.info("OH_NNExecutor_%s: no memory", what)
         return
-    index = c_count(index_value)
-    if index is None or index >= len(ex.inputs if is_input else ex.outputs):
+    index = _io_index(ex, index_value, is_input)
+    if index is None:
         return
     with _alloc_lock:
         entry = _allocations.get(id(memory))
@@ -428,6 +460,15 @@ def OH_NNExecutor_DestroyOutputMemory(executor: OH_NNExecutor | None, outputInde
 # -- 2.24 / 2.25: zero-copy bindings -----------------------------------------------------------
 
 
+def _memory_length(memory: OH_NN_Memory, allocated: _Allocated, need: int) -> int | None:
+    """The `length` of runtime memory bound to an input or output that needs `need` bytes:
+    at least one byte and `need`, at most the memory's size; None when refused."""
+    length = c_count(memory.length)
+    if not length or length > allocated.memory.size or length < need:
+        return None
+    return length
+
+
 def OH_NNExecutor_SetInputWithMemory(executor: OH_NNExecutor | None, inputIndex: int,
                                      tensor: OH_NN_Tensor | None,
                                      memory: OH_NN_Memory | None) -> int:
@@ -440,15 +481,11 @@ def OH_NNExecutor_SetInputWithMemory(executor: OH_NNExecutor | None, inputIndex:
     if code != SUCCESS:
         return code
     dims = _dims_of(tensor)
-    length = c_count(memory.length)
-    if not length or length > allocated.memory.size or \
-            length < math.prod(dims) * element_size(tensor.dataType):
+    length = _memory_length(memory, allocated, math.prod(dims) * element_size(tensor.dataType))
+    if length is None:
         return INVALID_PARAMETER
-    with ex.lock:
-        if ex.destroyed:
-            return INVALID_PARAMETER
-        ex.bound_inputs[index] = _Input(tensor.dataType, dims, allocated.memory, length, memory)
-    return SUCCESS
+    return _bind(ex, ex.bound_inputs, index,
+                 _Input(tensor.dataType, dims, allocated.memory, length, memory))
 
 
 def OH_NNExecutor_SetOutputWithMemory(executor: OH_NNExecutor | None, outputIndex: int,
@@ -458,18 +495,12 @@ def OH_NNExecutor_SetOutputWithMemory(executor: OH_NNExecutor | None, outputInde
     allocated = _allocated(memory)
     if ex is None or allocated is None:
         return INVALID_PARAMETER
-    index = c_count(outputIndex)
-    if index is None or index >= len(ex.outputs):
+    index = _io_index(ex, outputIndex, is_input=False)
+    if index is None:
         return INVALID_PARAMETER
     need = _output_bytes(ex, index)
-    if need < 0:
+    length = None if need < 0 else _memory_length(memory, allocated, need)
+    if length is None:
         return INVALID_PARAMETER
-    length = c_count(memory.length)
-    if not length or length > allocated.memory.size or length < need:
-        return INVALID_PARAMETER
-    with ex.lock:
-        if ex.destroyed:
-            return INVALID_PARAMETER
-        ex.bound_outputs[index] = _Output(allocated.memory, length, None, memory)
-    return SUCCESS
+    return _bind(ex, ex.bound_outputs, index, _Output(allocated.memory, length, None, memory))
 

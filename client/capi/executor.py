@@ -2,8 +2,10 @@
 
 An executor is bound to the prepared model its compilation left in the device's driver
 session. Tensors (`NN_Tensor`) carry their own shared memory; a run sends the driver one
-`IOTensor` per tensor (`tensor.io_tensor`) and nothing else, so no tensor byte crosses the
-process boundary in a message.
+`IOTensor` per tensor (`tensor.io_tensor`; kept serialized with the tensor between runs,
+`tensor.io_bytes`) and nothing else, so no tensor byte crosses the process boundary in a
+message. What a run checks of unchanged tensors is kept as well (`_Ranges.accepted`, the
+byte size in `_fits`), so a run whose tensors did not change since the last builds nothing.
 
 Synchronous runs (`OH_NNExecutor_RunSync`) call the driver on the caller's thread: gRPC
 fails the call the moment the driver's socket closes, so a run whose driver dies returns
@@ -56,7 +58,7 @@ from typing import Any
 from nnrt.client.capi._objects import BuiltModel, Handle, IODesc, element_size, live
 from nnrt.client.capi.enums import OH_NN_ReturnCode
 from nnrt.client.capi.structs import c_count, c_int
-from nnrt.client.capi.tensor import NN_Tensor, io_tensor
+from nnrt.client.capi.tensor import NN_Tensor, io_bytes
 from nnrt.client.capi.tensor_desc import NN_TensorDesc, OH_NNTensorDesc_Create
 from nnrt.client.hdi import BufferNotShared, DriverClient, DriverGone
 from nnrt.client.hdi_model import PrepareError
@@ -105,9 +107,13 @@ _DEATH_CONFIRM_S = 0.05
 
 
 class _Ranges:
-    """The answer to GetInputDimRanges, kept for the executor's lifetime (capi.md 1.43)."""
+    """The answer to GetInputDimRanges, kept for the executor's lifetime (capi.md 1.43).
 
-    __slots__ = ("status", "mins", "maxs")
+    `accepted[i]`: the last shape of input i found within the ranges (a run whose input
+    shapes did not change checks nothing again).
+    """
+
+    __slots__ = ("status", "mins", "maxs", "accepted")
     OK, UNSUPPORTED, FAILED = "ok", "unsupported", "failed"
 
     def __init__(self, status: str, mins: list[list[int]] | None = None,
@@ -115,6 +121,7 @@ class _Ranges:
         self.status = status
         self.mins = mins or []
         self.maxs = maxs or []
+        self.accepted: list[list[int] | None] = [None] * len(self.mins)
 
 
 class OH_NNExecutor(Handle):
@@ -272,7 +279,9 @@ class OH_NNExecutor(Handle):
         if outputs is not None:
             for tensor, shape in zip(outputs, shapes):
                 with tensor.lock:
-                    tensor.desc.shape = list(shape)
+                    desc = tensor.desc
+                    if desc.shape != shape:  # (the same shape as last run: nothing to write)
+                        desc.shape = list(shape)
         with self.lock:
             self.output_shapes = [list(s) for s in shapes]
 
@@ -466,6 +475,8 @@ def OH_NNExecutor_SetOnServiceDied(executor: OH_NNExecutor | None,
 
 
 def _count_ok(count: Any) -> bool:
+    if type(count) is int:
+        return 0 < count <= MAX_TENSORS
     value = c_count(count)
     return value is not None and 0 < value <= MAX_TENSORS
 
@@ -488,6 +499,23 @@ def _byte_size(desc: NN_TensorDesc) -> int | None:
     if any(d < 0 for d in shape):
         return 0
     return math.prod(shape) * size
+
+
+def _fits(tensor: NN_Tensor) -> bool:
+    """Whether the tensor's mapped region holds its descriptor's bytes (the byte size is kept
+    with the tensor while its shape and data type stay)."""
+    memory = tensor.memory
+    if memory is None or memory.closed:
+        return False
+    desc = tensor.desc
+    known = tensor.run_size
+    if known is not None and known[0] == desc.shape and known[1] == desc.data_type:
+        need = known[2]
+    else:
+        shape = desc.shape
+        need = _byte_size(desc)
+        tensor.run_size = (None if shape is None else list(shape), desc.data_type, need)
+    return need is not None and tensor.size - tensor.offset >= need
 
 
 def _prepare_run(ex: OH_NNExecutor, inputTensor: Any, inputCount: Any, outputTensor: Any,
@@ -517,23 +545,32 @@ def _prepare_run(ex: OH_NNExecutor, inputTensor: Any, inputCount: Any, outputTen
     if ranges.status == _Ranges.OK:
         if len(ranges.mins) != inputCount or len(ranges.maxs) != inputCount:
             return fail
-        for tensor, lows, highs in zip(inputs, ranges.mins, ranges.maxs):
+        accepted = ranges.accepted
+        for i, tensor in enumerate(inputs):
             if tensor is None:
                 return NULL_PTR, None, None
-            if live(tensor, NN_Tensor) is None:
+            if not isinstance(tensor, NN_Tensor) or tensor.destroyed:
                 return fail
             shape = tensor.desc.shape or []
+            if shape == accepted[i]:
+                continue  # within the ranges at the last run already
+            lows, highs = ranges.mins[i], ranges.maxs[i]
             if len(shape) != len(lows) or len(lows) != len(highs) or \
                     any(d < 0 or not lo <= d <= hi for d, lo, hi in zip(shape, lows, highs)):
                 return fail
-    elif any(live(t, NN_Tensor) is None for t in inputs):
-        return fail
-    if any(live(t, NN_Tensor) is None for t in outputs):
-        return fail
-    for tensor in (*inputs, *outputs):
-        memory = tensor.memory
-        need = _byte_size(tensor.desc)
-        if memory is None or memory.closed or need is None or tensor.size - tensor.offset < need:
+            accepted[i] = list(shape)
+    else:
+        for tensor in inputs:
+            if not isinstance(tensor, NN_Tensor) or tensor.destroyed:
+                return fail
+    for tensor in outputs:
+        if not isinstance(tensor, NN_Tensor) or tensor.destroyed:
+            return fail
+    for tensor in inputs:
+        if not _fits(tensor):
+            return FAILED, None, None
+    for tensor in outputs:
+        if not _fits(tensor):
             return FAILED, None, None
     return SUCCESS, inputs, outputs
 
@@ -549,9 +586,10 @@ def check_reply(reply: Any, output_count: int, what: str) -> tuple[int, list[lis
         log.warning("%s: the driver returned %d output shapes for %d outputs", what,
                     len(shapes), output_count)
         return INVALID_PARAMETER, None
-    if any(not 0 < len(s) <= MAX_OUTPUT_RANK for s in shapes):
-        log.warning("%s: the driver returned an unstorable output shape %s", what, shapes)
-        return INVALID_PARAMETER, None
+    for s in shapes:
+        if not 0 < len(s) <= MAX_OUTPUT_RANK:
+            log.warning("%s: the driver returned an unstorable output shape %s", what, shapes)
+            return INVALID_PARAMETER, None
     return SUCCESS, shapes
 
 
@@ -571,8 +609,8 @@ def OH_NNExecutor_RunSync(executor: OH_NNExecutor | None, inputTensor: Sequence[
         try:
             client, model_id = ex.session()
             # after a driver restart, the tensors' memfds are registered with the new session
-            ios_in = [io_tensor(t, client) for t in inputs]
-            ios_out = [io_tensor(t, client) for t in outputs]
+            ios_in = [io_bytes(t, client) for t in inputs]
+            ios_out = [io_bytes(t, client) for t in outputs]
             reply = client.run(model_id, ios_in, ios_out)
         except DriverGone as exc:
             log.warning("OH_NNExecutor_RunSync on %s: %s", ex.device.name, exc)
@@ -606,8 +644,8 @@ class _AsyncRun:
         self.model_id = model_id
         self.inputs = inputs
         self.outputs = outputs  # the very handles passed in (identity holds)
-        self.ios_in = [io_tensor(t, client) for t in inputs]
-        self.ios_out = [io_tensor(t, client) for t in outputs]
+        self.ios_in = [io_bytes(t, client) for t in inputs]
+        self.ios_out = [io_bytes(t, client) for t in outputs]
         self.count = count
         self.timeout_ms = timeout_ms
         self.deadline = time.monotonic() + timeout_ms / 1000

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -124,6 +125,38 @@ def OH_NNModel_Construct() -> OH_NNModel:
     return OH_NNModel()
 
 
+def _read_live(obj: Any, cls: type[Handle], read: Callable[[Any], tuple]) -> tuple | None:
+    """read(h) under the lock of `obj`, a live handle of class `cls`: a copy of its values,
+    taken once; None for NULL, a foreign object or a destroyed handle."""
+    handle = live(obj, cls)
+    if handle is None:
+        return None
+    with handle.lock:
+        return None if handle.destroyed else read(handle)
+
+
+def _edit(m: OH_NNModel, apply: Callable[[], OH_NN_ReturnCode]) -> OH_NN_ReturnCode:
+    """Run `apply()` under the lock of a model still being built: a destroyed model →
+    INVALID_PARAMETER, a finished one → OPERATION_FORBIDDEN (capi.md 5.2)."""
+    with m.lock:
+        if m.destroyed:
+            return OH_NN_INVALID_PARAMETER
+        if m.finished:
+            return OH_NN_OPERATION_FORBIDDEN
+        return apply()
+
+
+def _edit_tensor(m: OH_NNModel, index: Any,
+                 apply: Callable[[ModelTensor], OH_NN_ReturnCode]) -> OH_NN_ReturnCode:
+    """`_edit` of tensor `index` (no such tensor → INVALID_PARAMETER)."""
+
+    def edit() -> OH_NN_ReturnCode:
+        t = _index(m, index)
+        return OH_NN_INVALID_PARAMETER if t is None else apply(t)
+
+    return _edit(m, edit)
+
+
 # -- tensors ---------------------------------------------------------------------------------
 
 
@@ -145,23 +178,19 @@ def OH_NNModel_AddTensorToModel(model: OH_NNModel | None,
     """capi.md 2.7: append a tensor with the descriptor's data type, shape (none = scalar),
     format (kept, ours) and name (kept for the model's input/output descriptions when set)."""
     m = _model(model)
-    desc = live(tensorDesc, NN_TensorDesc)
-    if m is None or desc is None:
+    values = _read_live(tensorDesc, NN_TensorDesc, lambda d: (
+        d.data_type, d.format, d.name or "", [] if d.shape is None else list(d.shape)))
+    if m is None or values is None:
         return OH_NN_INVALID_PARAMETER
-    with desc.lock:
-        if desc.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        data_type, fmt, name = desc.data_type, desc.format, desc.name or ""
-        dims = [] if desc.shape is None else list(desc.shape)
-    with m.lock:
-        if m.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        if m.finished:
-            return OH_NN_OPERATION_FORBIDDEN
+    data_type, fmt, name, dims = values
+
+    def add() -> OH_NN_ReturnCode:
         if not _check_dims(data_type, dims):
             return OH_NN_INVALID_PARAMETER
         _add(m, ModelTensor(data_type, dims, fmt, name))
-    return OH_NN_SUCCESS
+        return OH_NN_SUCCESS
+
+    return _edit(m, add)
 
 
 def _index(m: OH_NNModel, index: Any) -> ModelTensor | None:
@@ -186,13 +215,9 @@ def OH_NNModel_SetTensorData(model: OH_NNModel | None, index: int, dataBuffer: A
     n = c_count(length)
     if n is None or n == 0:
         return OH_NN_INVALID_PARAMETER
-    with m.lock:
-        if m.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        if m.finished:
-            return OH_NN_OPERATION_FORBIDDEN
-        t = _index(m, index)
-        if t is None or t.data is not None:
+
+    def set_data(t: ModelTensor) -> OH_NN_ReturnCode:
+        if t.data is not None:
             return OH_NN_INVALID_PARAMETER
         if t.dynamic:
             return OH_NN_OPERATION_FORBIDDEN
@@ -201,33 +226,31 @@ def OH_NNModel_SetTensorData(model: OH_NNModel | None, index: int, dataBuffer: A
         raw = view.cast("B")[:n].tobytes() if view.c_contiguous else view.tobytes()[:n]
         dtype = DATA_TYPES[t.data_type][1]
         t.data = np.frombuffer(raw, dtype=dtype).reshape(t.shape).copy()
-    return OH_NN_SUCCESS
+        return OH_NN_SUCCESS
+
+    return _edit_tensor(m, index, set_data)
 
 
 def OH_NNModel_SetTensorQuantParams(model: OH_NNModel | None, index: int,
                                     quantParam: NN_QuantParam | None) -> OH_NN_ReturnCode:
     """capi.md 2.9: copy the parameters (equal counts, every bit width 8; empty clears)."""
     m = _model(model)
-    qp = live(quantParam, NN_QuantParam)
-    if m is None or qp is None:
+    values = _read_live(quantParam, NN_QuantParam, lambda qp: (
+        list(qp.scales), list(qp.zero_points), list(qp.num_bits)))
+    if m is None or values is None:
         return OH_NN_INVALID_PARAMETER
-    with qp.lock:
-        if qp.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        scales, zero_points, bits = list(qp.scales), list(qp.zero_points), list(qp.num_bits)
-    with m.lock:
-        if m.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        if m.finished:
-            return OH_NN_OPERATION_FORBIDDEN
-        t = _index(m, index)
-        if t is None or not len(scales) == len(zero_points) == len(bits):
+    scales, zero_points, bits = values
+
+    def set_quant(t: ModelTensor) -> OH_NN_ReturnCode:
+        if not len(scales) == len(zero_points) == len(bits):
             return OH_NN_INVALID_PARAMETER
         if any(b != 8 for b in bits):
             t.quant = []
             return OH_NN_INVALID_PARAMETER
         t.quant = list(zip(bits, zero_points, scales))
-    return OH_NN_SUCCESS
+        return OH_NN_SUCCESS
+
+    return _edit_tensor(m, index, set_quant)
 
 
 def OH_NNModel_SetTensorType(model: OH_NNModel | None, index: int,
@@ -239,16 +262,12 @@ def OH_NNModel_SetTensorType(model: OH_NNModel | None, index: int,
     kind = c_int(tensorType, 0, TENSOR_TYPES[-1])
     if kind is None:
         return OH_NN_INVALID_PARAMETER
-    with m.lock:
-        if m.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        if m.finished:
-            return OH_NN_OPERATION_FORBIDDEN
-        t = _index(m, index)
-        if t is None:
-            return OH_NN_INVALID_PARAMETER
+
+    def set_type(t: ModelTensor) -> OH_NN_ReturnCode:
         t.tensor_type = kind
-    return OH_NN_SUCCESS
+        return OH_NN_SUCCESS
+
+    return _edit_tensor(m, index, set_type)
 
 
 # -- operations ------------------------------------------------------------------------------
@@ -301,11 +320,8 @@ def OH_NNModel_AddOperation(model: OH_NNModel | None, op: int,
     if m is None or not (_is_array(paramIndices) and _is_array(inputIndices)
                          and _is_array(outputIndices)):
         return OH_NN_INVALID_PARAMETER
-    with m.lock:
-        if m.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        if m.finished:
-            return OH_NN_OPERATION_FORBIDDEN
+
+    def add() -> OH_NN_ReturnCode:
         operands = _operands(m, inputIndices, outputIndices)
         if operands is None:
             return OH_NN_INVALID_PARAMETER
@@ -318,7 +334,9 @@ def OH_NNModel_AddOperation(model: OH_NNModel | None, op: int,
             log.debug("AddOperation refused: %s", exc)
             return OH_NN_ReturnCode(exc.code)
         m.operations.append(operation)
-    return OH_NN_SUCCESS
+        return OH_NN_SUCCESS
+
+    return _edit(m, add)
 
 
 def OH_NNModel_SpecifyInputsAndOutputs(model: OH_NNModel | None,
@@ -328,16 +346,17 @@ def OH_NNModel_SpecifyInputsAndOutputs(model: OH_NNModel | None,
     m = _model(model)
     if m is None or not (_is_array(inputIndices) and _is_array(outputIndices)):
         return OH_NN_INVALID_PARAMETER
-    with m.lock:
-        if m.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        if m.finished or m.inputs is not None:
+
+    def specify() -> OH_NN_ReturnCode:
+        if m.inputs is not None:
             return OH_NN_OPERATION_FORBIDDEN
         operands = _operands(m, inputIndices, outputIndices)
         if operands is None:
             return OH_NN_INVALID_PARAMETER
         m.inputs, m.outputs = operands
-    return OH_NN_SUCCESS
+        return OH_NN_SUCCESS
+
+    return _edit(m, specify)
 
 
 # -- Finish: the lowering (Appendix A) -------------------------------------------------------
@@ -392,10 +411,9 @@ def OH_NNModel_Finish(model: OH_NNModel | None) -> OH_NN_ReturnCode:
     m = _model(model)
     if m is None:
         return OH_NN_INVALID_PARAMETER
-    with m.lock:
-        if m.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        if m.finished or not m.tensors or not m.operations or m.inputs is None:
+
+    def finish() -> OH_NN_ReturnCode:
+        if not m.tensors or not m.operations or m.inputs is None:
             return OH_NN_OPERATION_FORBIDDEN
         for position, op in enumerate(m.operations):
             if op.finish_error is not None:
@@ -404,7 +422,9 @@ def OH_NNModel_Finish(model: OH_NNModel | None) -> OH_NN_ReturnCode:
                 return OH_NN_ReturnCode(code)
         m._lowered = lower(m)
         m.finished = True
-    return OH_NN_SUCCESS
+        return OH_NN_SUCCESS
+
+    return _edit(m, finish)
 
 
 def OH_NNModel_Destroy(model: OH_NNModel | None) -> None:
@@ -489,11 +509,8 @@ def OH_NNModel_AddTensor(model: OH_NNModel | None, tensor: OH_NN_Tensor | None) 
     m = _model(model)
     if m is None or not isinstance(tensor, OH_NN_Tensor):
         return OH_NN_INVALID_PARAMETER
-    with m.lock:
-        if m.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        if m.finished:
-            return OH_NN_OPERATION_FORBIDDEN
+
+    def add() -> OH_NN_ReturnCode:
         data_type = c_int(tensor.dataType, 0, 12)
         kind = c_int(tensor.type, 0, TENSOR_TYPES[-1])
         rank = c_int(tensor.dimensionCount, 0, UINT32_MAX)
@@ -513,5 +530,7 @@ def OH_NNModel_AddTensor(model: OH_NNModel | None, tensor: OH_NN_Tensor | None) 
                 return OH_NN_INVALID_PARAMETER
             quant = entries
         _add(m, ModelTensor(data_type, dims, OH_NN_FORMAT_NONE, "", kind, quant))
-    return OH_NN_SUCCESS
+        return OH_NN_SUCCESS
+
+    return _edit(m, add)
 

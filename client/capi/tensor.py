@@ -18,6 +18,11 @@ when the driver crashes the pages and the bytes in them stay. A run with a sessi
 than the one the tensor was made in (a new process of the same driver) registers the memfd
 there first, once per session (`SharedMemory.buffer_in`), and sends that session's buffer
 id; Destroy gives the region back in every live session that knows it.
+
+What a run sends of a tensor — its serialized IOTensor for a session — is kept with the
+tensor (`io_bytes`) and built again only when the descriptor (name, data type, shape,
+format) or the session differs from the last run's, so a run of unchanged tensors builds
+no message.
 """
 
 from __future__ import annotations
@@ -84,6 +89,10 @@ class NN_Tensor(Handle):
         self.offset = offset
         self.fd = fd
         self.owns_buffer = owns_buffer
+        # io_bytes' cache: (client, shape, data type, name, format, serialized IOTensor)
+        self.wire: tuple | None = None
+        # executor.py's cache of the descriptor's byte size: (shape, data type, bytes)
+        self.run_size: tuple | None = None
         desc.owner = self
         # Give the region back when Destroy runs it, or when the tensor is garbage.
         if memory.client is None:
@@ -114,6 +123,22 @@ def io_tensor(tensor: NN_Tensor, client: DriverClient | None = None) -> ht.IOTen
             format=hdi_format(desc.format),
             data=data,
         )
+
+
+def io_bytes(tensor: NN_Tensor, client: DriverClient | None = None) -> bytes:
+    """`io_tensor(tensor, client)` serialized, as DriverClient.run takes it: kept with the
+    tensor and built again only when its descriptor or the session changed since."""
+    with tensor.lock:
+        desc = tensor.desc
+        wire = tensor.wire
+        if wire is not None and wire[0] is client and wire[1] == desc.shape and \
+                wire[2] == desc.data_type and wire[3] == desc.name and wire[4] == desc.format:
+            return wire[5]
+        data = io_tensor(tensor, client).SerializeToString()
+        shape = desc.shape
+        tensor.wire = (client, None if shape is None else list(shape), desc.data_type,
+                       desc.name, desc.format, data)
+        return data
 
 
 # -- helpers -----------------------------------------------------------------------------------

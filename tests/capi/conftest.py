@@ -5,11 +5,14 @@ Fixtures:
   a fresh device registry, closed afterwards); yields the RunningDriver.
 * `capi_runtime_module` — the same for a whole test module (one session, faster).
 * `capi_no_device` — the C API pointed at an empty runtime directory (no device at all).
-* `graph` — a fresh `Graph` (below).
+* `rt` — as `capi_runtime`, the registry closed in the background (the executor tests; a
+  module that needs other devices defines its own `rt`); `ex` — an executor of the ADD model
+  (util_capi.add_model) on it; `io` — an input tensor holding x and an output tensor for
+  that model: (in, out, x).
+* `graph` — a fresh `Graph` (util_capi).
 
-Helpers (import from `tests.capi.conftest`): `Graph`, a thin wrapper building models
-through the OH_NNModel_* functions and asserting every code; `u32`; `NP_TYPES`;
-`run_lowered`, which prepares a finished model's lowering on a DriverClient and runs it.
+Helpers: `run_lowered`, which prepares a finished model's lowering on a DriverClient and runs
+it; `HDI_TYPES`. The model builders and descriptors live in util_capi.
 """
 
 from __future__ import annotations
@@ -21,124 +24,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-import nnrt.client.devices as devices_module
-from nnrt.client.capi import enums as E
-from nnrt.client.capi.model import (
-    OH_NNModel,
-    OH_NNModel_AddOperation,
-    OH_NNModel_AddTensorToModel,
-    OH_NNModel_Construct,
-    OH_NNModel_Finish,
-    OH_NNModel_SetTensorData,
-    OH_NNModel_SetTensorQuantParams,
-    OH_NNModel_SetTensorType,
-    OH_NNModel_SpecifyInputsAndOutputs,
-)
-from nnrt.client.capi.quant_param import (
-    OH_NNQuantParam_Create,
-    OH_NNQuantParam_Destroy,
-    OH_NNQuantParam_SetNumBits,
-    OH_NNQuantParam_SetScales,
-    OH_NNQuantParam_SetZeroPoints,
-)
-from nnrt.client.capi.structs import OH_NN_UInt32Array
-from nnrt.client.capi.tensor_desc import (
-    OH_NNTensorDesc_Create,
-    OH_NNTensorDesc_Destroy,
-    OH_NNTensorDesc_SetDataType,
-    OH_NNTensorDesc_SetFormat,
-    OH_NNTensorDesc_SetName,
-    OH_NNTensorDesc_SetShape,
-)
+from nnrt.client import capi
+from nnrt.client.capi.model import OH_NNModel
 from nnrt.client.hdi import DriverClient
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.errors import NNRT_SUCCESS
+from tests.capi.util_capi import NP_TYPES, Graph, use_runtime
+from tests.capi.util_executor import make_executor, tensor
 
-# OH_NN_DataType → numpy dtype (written here, independently of _objects.DATA_TYPES).
-NP_TYPES = {
-    E.OH_NN_BOOL: np.bool_, E.OH_NN_INT8: np.int8, E.OH_NN_INT16: np.int16,
-    E.OH_NN_INT32: np.int32, E.OH_NN_INT64: np.int64, E.OH_NN_UINT8: np.uint8,
-    E.OH_NN_UINT16: np.uint16, E.OH_NN_UINT32: np.uint32, E.OH_NN_UINT64: np.uint64,
-    E.OH_NN_FLOAT16: np.float16, E.OH_NN_FLOAT32: np.float32, E.OH_NN_FLOAT64: np.float64,
-}
 # OH_NN_DataType → HDI DataType (capi.md 3.9), for checking the lowering.
 HDI_TYPES = {0: 0, 1: 30, 2: 32, 3: 33, 4: 34, 5: 35, 6: 37, 7: 38, 8: 39, 9: 40, 10: 42,
              11: 43, 12: 44}
-
-
-def u32(values: Sequence[int] | None) -> OH_NN_UInt32Array:
-    """An OH_NN_UInt32Array of `values` (None: data NULL, size 0)."""
-    if values is None:
-        return OH_NN_UInt32Array(data=None, size=0)
-    values = list(values)
-    return OH_NN_UInt32Array(data=values if values else None, size=len(values))
-
-
-class Graph:
-    """Builds an OH_NNModel through the C API, asserting every call succeeds."""
-
-    def __init__(self) -> None:
-        self.model: OH_NNModel = OH_NNModel_Construct()
-        self.count = 0
-
-    def tensor(self, data_type: int = E.OH_NN_FLOAT32, shape: Sequence[int] | None = None,
-               data: Any = None, *, tensor_type: int = E.OH_NN_TENSOR, fmt: int = 0,
-               name: str | None = None,
-               quant: Sequence[tuple[int, int, float]] | None = None) -> int:
-        """Add a tensor (shape None: a scalar); returns its index."""
-        desc = OH_NNTensorDesc_Create()
-        assert OH_NNTensorDesc_SetDataType(desc, data_type) == 0
-        if shape is not None:
-            assert OH_NNTensorDesc_SetShape(desc, list(shape), len(shape)) == 0
-        assert OH_NNTensorDesc_SetFormat(desc, fmt) == 0
-        if name is not None:
-            assert OH_NNTensorDesc_SetName(desc, name) == 0
-        assert OH_NNModel_AddTensorToModel(self.model, desc) == 0
-        assert OH_NNTensorDesc_Destroy(desc) == 0
-        index = self.count
-        self.count += 1
-        if tensor_type != E.OH_NN_TENSOR:
-            assert OH_NNModel_SetTensorType(self.model, index, tensor_type) == 0
-        if quant:
-            qp = OH_NNQuantParam_Create()
-            bits, zps, scales = zip(*quant)
-            assert OH_NNQuantParam_SetNumBits(qp, list(bits), len(bits)) == 0
-            assert OH_NNQuantParam_SetZeroPoints(qp, list(zps), len(zps)) == 0
-            assert OH_NNQuantParam_SetScales(qp, list(scales), len(scales)) == 0
-            assert OH_NNModel_SetTensorQuantParams(self.model, index, qp) == 0
-            assert OH_NNQuantParam_Destroy(qp) == 0
-        if data is not None:
-            array = np.array(data, dtype=NP_TYPES[data_type], order="C")
-            assert OH_NNModel_SetTensorData(self.model, index, array, array.nbytes) == 0
-        return index
-
-    def constant(self, array: np.ndarray, data_type: int = E.OH_NN_FLOAT32, **kw: Any) -> int:
-        array = np.asarray(array)
-        return self.tensor(data_type, list(array.shape), array, **kw)
-
-    def param(self, tensor_type: int, data_type: int, values: Any,
-              shape: Sequence[int] | None = ...) -> int:  # type: ignore[assignment]
-        """A parameter tensor (shape default: [n] for the n values)."""
-        array = np.asarray(values, dtype=NP_TYPES[data_type]).reshape(-1)
-        if shape is ...:
-            shape = [array.size]
-        return self.tensor(data_type, shape, array, tensor_type=tensor_type)
-
-    def op(self, op_type: int, inputs: Sequence[int], outputs: Sequence[int],
-           params: Sequence[int] = ()) -> int:
-        """AddOperation; returns its code."""
-        return OH_NNModel_AddOperation(self.model, op_type, u32(params), u32(inputs), u32(outputs))
-
-    def add_op(self, op_type: int, inputs: Sequence[int], outputs: Sequence[int],
-               params: Sequence[int] = ()) -> None:
-        code = self.op(op_type, inputs, outputs, params)
-        assert code == 0, f"AddOperation {op_type!r}: {code!r}"
-
-    def finish(self, inputs: Sequence[int], outputs: Sequence[int]) -> OH_NNModel:
-        assert OH_NNModel_SpecifyInputsAndOutputs(self.model, u32(inputs), u32(outputs)) == 0
-        code = OH_NNModel_Finish(self.model)
-        assert code == 0, code
-        return self.model
 
 
 @pytest.fixture
@@ -146,32 +42,19 @@ def graph() -> Graph:
     return Graph()
 
 
-def _use_runtime(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
-    monkeypatch.setenv("NNRT_RUNTIME_DIR", str(directory))
-    monkeypatch.setattr(devices_module, "_registry", None)
-
-
-def _close_registry() -> None:
-    registry = devices_module._registry
-    if registry is not None:
-        registry.close()
-
-
 @pytest.fixture
 def capi_runtime(shared_driver, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The module's CPU driver as the only device of the C API."""
-    _use_runtime(monkeypatch, shared_driver.runtime_dir)
-    yield shared_driver
-    _close_registry()
+    with use_runtime(monkeypatch, shared_driver.runtime_dir):
+        yield shared_driver
 
 
 @pytest.fixture(scope="module")
 def capi_runtime_module(shared_driver) -> Iterator[Any]:
     """As `capi_runtime`, for a whole test module (one registry, one session: faster)."""
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        _use_runtime(monkeypatch, shared_driver.runtime_dir)
+    with pytest.MonkeyPatch.context() as monkeypatch, \
+            use_runtime(monkeypatch, shared_driver.runtime_dir):
         yield shared_driver
-        _close_registry()
 
 
 @pytest.fixture
@@ -179,9 +62,33 @@ def capi_no_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     """An empty runtime directory: no device at all."""
     directory = tmp_path / "empty-rt"
     directory.mkdir()
-    _use_runtime(monkeypatch, directory)
-    yield directory
-    _close_registry()
+    with use_runtime(monkeypatch, directory):
+        yield directory
+
+
+@pytest.fixture
+def rt(shared_driver, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The module's CPU driver as the only device; the registry closed in the background."""
+    with use_runtime(monkeypatch, shared_driver.runtime_dir, close_in_background=True):
+        yield shared_driver
+
+
+@pytest.fixture
+def ex(rt) -> Iterator[capi.OH_NNExecutor]:
+    """An executor of the ADD model on `rt`."""
+    executor = make_executor()
+    yield executor
+    capi.OH_NNExecutor_Destroy(executor)
+
+
+@pytest.fixture
+def io(rt) -> Iterator[tuple[capi.NN_Tensor, capi.NN_Tensor, np.ndarray]]:
+    """An input tensor holding x and an output tensor for the ADD model: (in, out, x)."""
+    x = np.random.default_rng(7).standard_normal((2, 3)).astype(np.float32)
+    tin, tout = tensor([2, 3], x), tensor([2, 3])
+    yield tin, tout, x
+    capi.OH_NNTensor_Destroy(tin)
+    capi.OH_NNTensor_Destroy(tout)
 
 
 def run_lowered(client: DriverClient, model: OH_NNModel, inputs: Sequence[np.ndarray],

@@ -17,22 +17,14 @@ import pytest
 
 from nnrt.client import capi
 from nnrt.client.capi import executor as executor_module
-from tests.capi.util_executor import (
-    W,
-    Callbacks,
-    add_model,
-    array,
-    make_executor,
-    tensor,
-    use_runtime,
-)
+from tests.capi.util_capi import W, add_model
+from tests.capi.util_executor import Callbacks, array, make_executor, tensor, use_runtime
 from tests.conftest import start_driver, wait_until
 
 OK = capi.OH_NN_SUCCESS
 INVALID = capi.OH_NN_INVALID_PARAMETER
 TIMEOUT_BOUND_S = 0.050  # a late run completes no later than this after its deadline
 DEATH_BOUND_S = 0.100  # runs of a dead driver complete no later than this after the death
-RNG = np.random.default_rng(11)
 log = logging.getLogger(__name__)
 
 
@@ -40,28 +32,6 @@ def report(message: str) -> None:
     """A measured delay: printed (pytest -s) and logged (captured with the test's log)."""
     print(message)
     log.info(message)
-
-
-@pytest.fixture
-def rt(shared_driver, monkeypatch):
-    with use_runtime(monkeypatch, shared_driver.runtime_dir):
-        yield shared_driver
-
-
-@pytest.fixture
-def ex(rt):
-    executor = make_executor()
-    yield executor
-    capi.OH_NNExecutor_Destroy(executor)
-
-
-@pytest.fixture
-def io(rt):
-    x = RNG.standard_normal((2, 3)).astype(np.float32)
-    tin, tout = tensor([2, 3], x), tensor([2, 3])
-    yield tin, tout, x
-    capi.OH_NNTensor_Destroy(tin)
-    capi.OH_NNTensor_Destroy(tout)
 
 
 @pytest.fixture

@@ -26,17 +26,15 @@ from nnrt.client.capi import model_cache
 from nnrt.client.capi.compilation import OH_NNCompilation
 from nnrt.client.devices import DeviceRegistry, device_id_of
 from nnrt.server.errors import NNRT_INVALID_MODEL
+from tests.capi.util_capi import W, add_model, use_runtime
 from tests.capi.util_compilation import (
     MAGIC,
-    W,
-    add_model,
     build,
     feature_id,
     offline_model_bytes,
     run_add,
     start_feature_driver,
     start_feature_drivers,
-    use_runtime,
 )
 from tests.conftest import start_driver, wait_until
 
@@ -746,7 +744,7 @@ def test_a_corrupt_cache_is_invalid_file(rt, model, tmp_path, damage) -> None:
     elif damage == "missing-file":
         (path / "0.nncache").unlink()
     elif damage == "another-model":  # another model's complete, valid cache in its place
-        other = add_model(W * 2)
+        other = add_model(w=W * 2)
         (tmp_path / "other").mkdir()
         assert cached_build(other, tmp_path / "other", 1)[0] == SUCCESS
         for name in os.listdir(tmp_path / "other"):
@@ -768,7 +766,7 @@ def test_a_corrupt_cache_is_invalid_file(rt, model, tmp_path, damage) -> None:
 def test_cache_of_another_model_restores_for_cache_compilations(rt, model, tmp_path) -> None:
     """Without a model there is nothing to compare: the cache names the model it holds."""
     path = cache_dir(tmp_path)
-    other = add_model(W * 2)
+    other = add_model(w=W * 2)
     assert cached_build(other, path, 1)[0] == SUCCESS
     c = capi.OH_NNCompilation_ConstructForCache()
     capi.OH_NNCompilation_SetDevice(c, FEATURE_ID)
@@ -832,7 +830,7 @@ def test_cache_the_driver_cannot_export(broken, model, tmp_path) -> None:
 
 def test_model_name_prefixes_the_cache_files(rt, tmp_path) -> None:
     path = cache_dir(tmp_path)
-    a, b = add_model(), add_model(W * 3)
+    a, b = add_model(), add_model(w=W * 3)
     assert cached_build(a, path, 1, extensions={"ModelName": b"alpha"})[0] == SUCCESS
     assert cached_build(b, path, 1, extensions={"ModelName": b"beta"})[0] == SUCCESS
     names = sorted(os.listdir(path))

@@ -11,7 +11,8 @@ from nnrt.client.capi import executor as executor_module
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.errors import NNRT_DEVICE_ERROR
-from tests.capi.util_executor import W, add_model, make_executor, use_runtime
+from tests.capi.util_capi import W, add_model
+from tests.capi.util_executor import make_executor
 
 OK = capi.OH_NN_SUCCESS
 INVALID = capi.OH_NN_INVALID_PARAMETER
@@ -24,19 +25,6 @@ def t(dims=(2, 3), data_type=F32, **kw) -> capi.OH_NN_Tensor:
     dims = list(dims) if dims is not None else None
     return capi.OH_NN_Tensor(dataType=data_type, dimensionCount=len(dims) if dims else 0,
                              dimensions=dims, **kw)
-
-
-@pytest.fixture
-def rt(shared_driver, monkeypatch):
-    with use_runtime(monkeypatch, shared_driver.runtime_dir):
-        yield shared_driver
-
-
-@pytest.fixture
-def ex(rt):
-    executor = make_executor()
-    yield executor
-    capi.OH_NNExecutor_Destroy(executor)
 
 
 @pytest.fixture

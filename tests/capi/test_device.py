@@ -11,7 +11,8 @@ import pytest
 import nnrt.client.devices as devices_module
 from nnrt.client import capi
 from nnrt.client.devices import DeviceRegistry, device_id_of
-from tests.capi.util_compilation import feature_id, start_feature_drivers, use_runtime
+from tests.capi.util_capi import use_runtime
+from tests.capi.util_compilation import feature_id, start_feature_drivers
 from tests.conftest import start_driver, wait_until
 
 SUCCESS = capi.OH_NN_SUCCESS

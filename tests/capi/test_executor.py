@@ -13,10 +13,8 @@ from nnrt.client.capi import executor as executor_module
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.errors import NNRT_NOT_SUPPORT, NNRT_SUCCESS
+from tests.capi.util_capi import F32, W, add_model
 from tests.capi.util_executor import (
-    F32,
-    W,
-    add_model,
     array,
     compile_model,
     make_executor,
@@ -24,33 +22,11 @@ from tests.capi.util_executor import (
     two_output_model,
     use_runtime,
 )
+from tests.conftest import in_threads
 
 OK = capi.OH_NN_SUCCESS
 INVALID = capi.OH_NN_INVALID_PARAMETER
 RNG = np.random.default_rng(7)
-
-
-@pytest.fixture
-def rt(shared_driver, monkeypatch):
-    with use_runtime(monkeypatch, shared_driver.runtime_dir):
-        yield shared_driver
-
-
-@pytest.fixture
-def ex(rt):
-    executor = make_executor()
-    yield executor
-    capi.OH_NNExecutor_Destroy(executor)
-
-
-@pytest.fixture
-def io(rt):
-    """An input tensor holding x and an output tensor for the ADD model."""
-    x = RNG.standard_normal((2, 3)).astype(np.float32)
-    tin, tout = tensor([2, 3], x), tensor([2, 3])
-    yield tin, tout, x
-    capi.OH_NNTensor_Destroy(tin)
-    capi.OH_NNTensor_Destroy(tout)
 
 
 def destroyed_executor():
@@ -472,6 +448,49 @@ def test_run_sync_dynamic_output_shape_written_back(rt):
     capi.OH_NNExecutor_Destroy(executor)
 
 
+def test_run_sync_same_tensors_see_every_descriptor_change(rt):
+    """What a run keeps of its tensors (the IOTensor sent, the byte size, the shapes found
+    within the ranges) follows their descriptors from one run to the next."""
+    executor = make_executor(add_model((-1, 3)))
+    d = capi.OH_NNExecutor_CreateOutputTensorDesc(executor, 0)
+    capi.OH_NNTensorDesc_SetShape(d, [3, 3], 2)
+    tin, tout = capi.OH_NNTensor_Create(0, d), capi.OH_NNTensor_Create(0, d)  # 36 bytes each
+    capi.OH_NNTensorDesc_Destroy(d)
+    in_desc = capi.OH_NNTensor_GetTensorDesc(tin)
+    bias = np.array([0.5, -1.0, 2.0], np.float32)
+    for rows in (3, 1, 2, 3, 2):
+        capi.OH_NNTensorDesc_SetShape(in_desc, [rows, 3], 2)
+        x = RNG.standard_normal((rows, 3)).astype(np.float32)
+        array(tin)[...] = x
+        for _ in range(2):  # twice: the second run reuses what the first one built
+            assert capi.OH_NNExecutor_RunSync(executor, [tin], 1, [tout], 1) == OK
+            assert capi.OH_NNTensorDesc_GetShape(capi.OH_NNTensor_GetTensorDesc(tout)) == \
+                (OK, [rows, 3])
+            np.testing.assert_allclose(array(tout), x + bias, rtol=1e-6)
+    # the region holds 3 rows: 4 is refused after runs that fitted
+    capi.OH_NNTensorDesc_SetShape(in_desc, [4, 3], 2)
+    assert capi.OH_NNExecutor_RunSync(executor, [tin], 1, [tout], 1) == capi.OH_NN_FAILED
+    capi.OH_NNTensorDesc_SetShape(in_desc, [2, 3], 2)
+    assert capi.OH_NNExecutor_RunSync(executor, [tin], 1, [tout], 1) == OK
+    # a data type the driver refuses reaches it (the kept IOTensor is built again) ...
+    capi.OH_NNTensorDesc_SetDataType(in_desc, capi.OH_NN_INT32)
+    assert capi.OH_NNExecutor_RunSync(executor, [tin], 1, [tout], 1) == \
+        capi.OH_NN_UNAVAILABLE_DEVICE
+    capi.OH_NNTensorDesc_SetDataType(in_desc, F32)
+    assert capi.OH_NNExecutor_RunSync(executor, [tin], 1, [tout], 1) == OK
+    # ... and so does a name or a format (the driver ignores both: the run still succeeds)
+    capi.OH_NNTensorDesc_SetName(in_desc, "renamed")
+    capi.OH_NNTensorDesc_SetFormat(in_desc, capi.OH_NN_FORMAT_ND)
+    assert capi.OH_NNExecutor_RunSync(executor, [tin], 1, [tout], 1) == OK
+    from nnrt.client.capi.tensor import io_bytes
+    client, _ = executor.session()
+    sent = ht.IOTensor.FromString(io_bytes(tin, client))
+    assert (sent.name, list(sent.dimensions)) == ("renamed", [2, 3])
+    for t in (tin, tout):
+        capi.OH_NNTensor_Destroy(t)
+    capi.OH_NNExecutor_Destroy(executor)
+
+
 # -- thread safety ----------------------------------------------------------------------------------
 
 
@@ -492,11 +511,7 @@ def test_run_sync_from_many_threads(ex):
             capi.OH_NNTensor_Destroy(tin)
             capi.OH_NNTensor_Destroy(tout)
 
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    threads = in_threads(worker, [(s,) for s in range(6)], timeout=30)
     assert not any(t.is_alive() for t in threads)
     assert errors == []
 

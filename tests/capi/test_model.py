@@ -43,29 +43,17 @@ from nnrt.client.capi.structs import OH_NN_QuantParam, OH_NN_Tensor, OH_NN_UInt3
 from nnrt.client.capi.tensor_desc import (
     OH_NNTensorDesc_Create,
     OH_NNTensorDesc_Destroy,
-    OH_NNTensorDesc_SetDataType,
-    OH_NNTensorDesc_SetFormat,
-    OH_NNTensorDesc_SetName,
     OH_NNTensorDesc_SetShape,
 )
 from nnrt.client.devices import registry
 from nnrt.client.hdi import DriverGone
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.capi.conftest import Graph, run_lowered, u32
+from tests.capi.conftest import run_lowered
+from tests.capi.util_capi import Graph, desc, u32
+from tests.conftest import in_threads
 
 F32 = OH_NN_FLOAT32
-
-
-def desc(shape=None, data_type=F32, fmt=0, name=None):
-    d = OH_NNTensorDesc_Create()
-    OH_NNTensorDesc_SetDataType(d, data_type)
-    if shape is not None:
-        assert OH_NNTensorDesc_SetShape(d, shape, len(shape)) == 0
-    OH_NNTensorDesc_SetFormat(d, fmt)
-    if name is not None:
-        OH_NNTensorDesc_SetName(d, name)
-    return d
 
 
 def quant(bits=(8,), zero_points=(0,), scales=(0.5,)):
@@ -174,7 +162,7 @@ class TestAddTensorToModel:
 
     def test_success_takes_type_shape_format_and_name(self):
         m = OH_NNModel_Construct()
-        assert OH_NNModel_AddTensorToModel(m, desc([1, -1, 3], F32, E.OH_NN_FORMAT_NCHW, "in")) == 0
+        assert OH_NNModel_AddTensorToModel(m, desc([1, -1, 3], F32, "in", E.OH_NN_FORMAT_NCHW)) == 0
         assert OH_NNModel_AddTensorToModel(m, desc(None, OH_NN_INT8)) == 0
         a, b = m.tensors
         assert (a.data_type, a.shape, a.format, a.name, a.tensor_type) == (F32, [1, -1, 3], 1, "in", 0)
@@ -740,12 +728,8 @@ def test_concurrent_add_tensor_gives_dense_indices():
         for _ in range(50):
             assert OH_NNModel_AddTensorToModel(m, desc([1])) == OH_NN_SUCCESS
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
-        assert not t.is_alive()
+    threads = in_threads(worker, [()] * 4, timeout=10)
+    assert not any(t.is_alive() for t in threads)
     assert len(m.tensors) == 200
     assert [t.name for t in m.tensors] == [f"Tensor: {i}" for i in range(200)]
 

@@ -33,7 +33,8 @@ from nnrt.drivers.cpu.kernel import KERNELS
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.protos.generate import oneof_member
-from tests.capi.conftest import HDI_TYPES, NP_TYPES, Graph, run_lowered, u32
+from tests.capi.conftest import HDI_TYPES, run_lowered
+from tests.capi.util_capi import NP_TYPES, Graph, u32
 
 F32 = OH_NN_FLOAT32
 O = E.OH_NN_OperationType

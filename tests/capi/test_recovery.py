@@ -25,19 +25,17 @@ import pytest
 from nnrt.client import capi
 from nnrt.client.capi.structs import OH_NN_Tensor
 from nnrt.client.hdi import DriverGone
+from tests.capi.util_capi import W, add_model, desc
 from tests.capi.util_executor import (
-    W,
     Callbacks,
-    add_model,
     array,
     compile_model,
-    desc,
     make_executor,
     tensor,
     two_output_model,
     use_runtime,
 )
-from tests.conftest import RunningDriver, memfd_mappings, start_driver, wait_until
+from tests.conftest import RunningDriver, in_threads, memfd_mappings, start_driver, wait_until
 
 OK = capi.OH_NN_SUCCESS
 CONNECTION = capi.OH_NN_CONNECTION_EXCEPTION
@@ -203,11 +201,7 @@ def test_one_re_prepare_per_executor_however_many_threads(driver):
         barrier.wait(5)
         codes[i] = capi.OH_NNExecutor_RunSync(executors[i % 2], [tin], 1, [outs[i]], 1)
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
+    threads = in_threads(run, [(i,) for i in range(8)], timeout=10)
     assert not any(t.is_alive() for t in threads)
     assert codes == [OK] * 8
     for tout in outs:

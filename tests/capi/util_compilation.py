@@ -18,7 +18,6 @@ offline model is a serialised HDI Model without constants.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import pickle
@@ -27,13 +26,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-import nnrt.client.devices as devices_module
 from nnrt.client import capi
 from nnrt.client.capi._objects import IODesc, LoweredModel
 from nnrt.client.devices import device_id_of
@@ -41,94 +38,28 @@ from nnrt.client.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
 from nnrt.protos import node_attrs_pb2 as na
+from tests.capi.util_capi import F32, W, Graph, desc
 from tests.conftest import RunningDriver, health_status
 
 REPO = Path(__file__).resolve().parents[2]
-F32 = capi.OH_NN_FLOAT32
-W = np.array([[0.5, -1.0, 2.0], [3.0, 0.25, -4.0]], np.float32)
 MAGIC = b"feature-cpu-cache-1"
 
 ALL_FEATURES = ("cache", "offline", "float16", "performance", "priority")
 
 
-# -- pointing the C API at a runtime directory -------------------------------------------------
-
-
-@contextlib.contextmanager
-def use_runtime(monkeypatch: pytest.MonkeyPatch, runtime_dir: Path) -> Iterator[None]:
-    """NNRT_RUNTIME_DIR = runtime_dir and a fresh device registry, closed afterwards."""
-    monkeypatch.setenv("NNRT_RUNTIME_DIR", str(runtime_dir))
-    monkeypatch.setattr(devices_module, "_registry", None)
-    try:
-        yield
-    finally:
-        registry = devices_module._registry
-        if registry is not None:
-            registry.close()
-        devices_module._registry = None
-
-
 # -- models through the C API ---------------------------------------------------------------------
-
-
-def desc(shape: Sequence[int] | None, data_type: int = F32, name: str = "",
-         fmt: int = capi.OH_NN_FORMAT_NONE) -> capi.NN_TensorDesc:
-    d = capi.OH_NNTensorDesc_Create()
-    assert capi.OH_NNTensorDesc_SetDataType(d, data_type) == 0
-    if shape is not None:
-        assert capi.OH_NNTensorDesc_SetShape(d, list(shape), len(shape)) == 0
-    assert capi.OH_NNTensorDesc_SetFormat(d, fmt) == 0
-    if name:
-        assert capi.OH_NNTensorDesc_SetName(d, name) == 0
-    return d
-
-
-def _u32(values: Sequence[int]) -> capi.OH_NN_UInt32Array:
-    return capi.OH_NN_UInt32Array(data=list(values) if values else None, size=len(values))
-
-
-def _add_tensor(model, index, shape, data_type=F32, data=None, tensor_type=None) -> None:
-    """Add model tensor `index` (the next one)."""
-    d = desc(shape, data_type)
-    assert capi.OH_NNModel_AddTensorToModel(model, d) == 0
-    capi.OH_NNTensorDesc_Destroy(d)
-    if tensor_type is not None:
-        assert capi.OH_NNModel_SetTensorType(model, index, tensor_type) == 0
-    if data is not None:
-        data = np.ascontiguousarray(data)
-        assert capi.OH_NNModel_SetTensorData(model, index, data, data.nbytes) == 0
-
-
-def add_model(w: np.ndarray = W, finish: bool = True) -> capi.OH_NNModel:
-    """y = x + w, float32 [2, 3] (finished unless `finish` is False)."""
-    model = capi.OH_NNModel_Construct()
-    _add_tensor(model, 0, [2, 3])  # x
-    _add_tensor(model, 1, [2, 3], data=np.asarray(w, np.float32))  # w
-    _add_tensor(model, 2, None, capi.OH_NN_INT8, np.array([0], np.int8),
-                capi.OH_NN_ADD_ACTIVATIONTYPE)
-    _add_tensor(model, 3, [2, 3])  # y
-    assert capi.OH_NNModel_AddOperation(model, capi.OH_NN_OPS_ADD, _u32([2]), _u32([0, 1]),
-                                        _u32([3])) == 0
-    assert capi.OH_NNModel_SpecifyInputsAndOutputs(model, _u32([0]), _u32([3])) == 0
-    if finish:
-        assert capi.OH_NNModel_Finish(model) == 0
-    return model
 
 
 def unsupported_model() -> capi.OH_NNModel:
     """A finished model whose one operation (SQRT) the CPU driver cannot compute."""
-    model = capi.OH_NNModel_Construct()
-    _add_tensor(model, 0, [4])
-    _add_tensor(model, 1, [4])
-    assert capi.OH_NNModel_AddOperation(model, capi.OH_NN_OPS_SQRT, _u32([]), _u32([0]),
-                                        _u32([1])) == 0
-    assert capi.OH_NNModel_SpecifyInputsAndOutputs(model, _u32([0]), _u32([1])) == 0
-    assert capi.OH_NNModel_Finish(model) == 0
-    return model
+    g = Graph()
+    x, y = g.tensor(F32, [4]), g.tensor(F32, [4])
+    g.add_op(capi.OH_NN_OPS_SQRT, [x], [y])
+    return g.finish([x], [y])
 
 
 def lowered_add(w: np.ndarray = W) -> LoweredModel:
-    """The same model as `add_model`, built directly at the HDI level (no OH_NNModel)."""
+    """The same model as util_capi.add_model, built directly at the HDI level (no OH_NNModel)."""
     b = HdiModelBuilder("NNR_Model")
     x = b.input("Tensor: 0", np.float32, [2, 3])
     c = b.constant("Tensor: 1", np.asarray(w, np.float32))

@@ -10,107 +10,35 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import nnrt.client.devices as devices_module
 from nnrt.client import capi
-
-F32 = capi.OH_NN_FLOAT32
-W = np.array([[0.5, -1.0, 2.0], [3.0, 0.25, -4.0]], np.float32)  # the constant of ADD_MODEL
-
-
-@contextlib.contextmanager
-def use_runtime(monkeypatch: pytest.MonkeyPatch, runtime_dir: Path) -> Iterator[None]:
-    """Point the C API at `runtime_dir` with a fresh device registry; close it afterwards.
-
-    The registry is closed on a helper thread: closing a gRPC channel takes ~0.2 s of
-    waiting inside grpc, which would otherwise dominate these short tests.
-    """
-    monkeypatch.setenv("NNRT_RUNTIME_DIR", str(runtime_dir))
-    monkeypatch.setattr(devices_module, "_registry", None)
-    try:
-        yield
-    finally:
-        registry = devices_module._registry
-        if registry is not None:
-            threading.Thread(target=registry.close, name="close-registry", daemon=True).start()
+from tests.capi import util_capi
+from tests.capi.util_capi import F32, Graph, add_model, desc
 
 
-def desc(shape: Sequence[int] | None, data_type: int = F32, name: str = "",
-         fmt: int = capi.OH_NN_FORMAT_NONE) -> capi.NN_TensorDesc:
-    d = capi.OH_NNTensorDesc_Create()
-    assert capi.OH_NNTensorDesc_SetDataType(d, data_type) == 0
-    if shape is not None:
-        assert capi.OH_NNTensorDesc_SetShape(d, list(shape), len(shape)) == 0
-    assert capi.OH_NNTensorDesc_SetFormat(d, fmt) == 0
-    if name:
-        assert capi.OH_NNTensorDesc_SetName(d, name) == 0
-    return d
-
-
-def u32(values: Sequence[int]) -> capi.OH_NN_UInt32Array:
-    return capi.OH_NN_UInt32Array(data=list(values), size=len(values))
-
-
-class ModelBuilder:
-    """A thin test-side wrapper over OH_NNModel_* (asserting every code)."""
-
-    def __init__(self) -> None:
-        self.model = capi.OH_NNModel_Construct()
-        self.count = 0
-
-    def tensor(self, shape: Sequence[int] | None, data_type: int = F32,
-               data: np.ndarray | None = None, tensor_type: int | None = None) -> int:
-        d = desc(shape, data_type)
-        assert capi.OH_NNModel_AddTensorToModel(self.model, d) == 0
-        capi.OH_NNTensorDesc_Destroy(d)
-        index = self.count
-        self.count += 1
-        if tensor_type is not None:
-            assert capi.OH_NNModel_SetTensorType(self.model, index, tensor_type) == 0
-        if data is not None:
-            data = np.ascontiguousarray(data)
-            assert capi.OH_NNModel_SetTensorData(self.model, index, data, data.nbytes) == 0
-        return index
-
-    def op(self, op: int, inputs: Sequence[int], outputs: Sequence[int],
-           params: Sequence[int] = ()) -> None:
-        assert capi.OH_NNModel_AddOperation(self.model, op, u32(params), u32(inputs),
-                                            u32(outputs)) == 0
-
-    def finish(self, inputs: Sequence[int], outputs: Sequence[int]) -> capi.OH_NNModel:
-        assert capi.OH_NNModel_SpecifyInputsAndOutputs(self.model, u32(inputs), u32(outputs)) == 0
-        assert capi.OH_NNModel_Finish(self.model) == 0
-        return self.model
-
-
-def add_model(shape: Sequence[int] = (2, 3)) -> capi.OH_NNModel:
-    """y = x + W (x: `shape`, float32; a -1 first dimension makes the batch dynamic)."""
-    b = ModelBuilder()
-    x = b.tensor(shape)
-    w = b.tensor([3], data=np.array([0.5, -1.0, 2.0], np.float32)) if shape[0] == -1 else \
-        b.tensor(list(shape), data=W)
-    act = b.tensor(None, capi.OH_NN_INT8, np.array([0], np.int8), capi.OH_NN_ADD_ACTIVATIONTYPE)
-    y = b.tensor(shape)
-    b.op(capi.OH_NN_OPS_ADD, [x, w], [y], [act])
-    return b.finish([x], [y])
+def use_runtime(monkeypatch: pytest.MonkeyPatch,
+                runtime_dir: Path) -> contextlib.AbstractContextManager[None]:
+    """util_capi.use_runtime with the registry closed in the background: closing a gRPC
+    channel takes ~0.2 s, which would otherwise dominate these short tests."""
+    return util_capi.use_runtime(monkeypatch, runtime_dir, close_in_background=True)
 
 
 def two_output_model() -> capi.OH_NNModel:
     """a + b and a * b of two [2, 3] inputs."""
-    b = ModelBuilder()
-    x1, x2 = b.tensor([2, 3]), b.tensor([2, 3])
-    act = b.tensor(None, capi.OH_NN_INT8, np.array([0], np.int8), capi.OH_NN_ADD_ACTIVATIONTYPE)
-    act2 = b.tensor(None, capi.OH_NN_INT8, np.array([0], np.int8), capi.OH_NN_MUL_ACTIVATION_TYPE)
-    s, p = b.tensor([2, 3]), b.tensor([2, 3])
-    b.op(capi.OH_NN_OPS_ADD, [x1, x2], [s], [act])
-    b.op(capi.OH_NN_OPS_MUL, [x1, x2], [p], [act2])
-    return b.finish([x1, x2], [s, p])
+    g = Graph()
+    x1, x2 = g.tensor(F32, [2, 3]), g.tensor(F32, [2, 3])
+    act = g.param(capi.OH_NN_ADD_ACTIVATIONTYPE, capi.OH_NN_INT8, [0], shape=None)
+    act2 = g.param(capi.OH_NN_MUL_ACTIVATION_TYPE, capi.OH_NN_INT8, [0], shape=None)
+    s, p = g.tensor(F32, [2, 3]), g.tensor(F32, [2, 3])
+    g.add_op(capi.OH_NN_OPS_ADD, [x1, x2], [s], [act])
+    g.add_op(capi.OH_NN_OPS_MUL, [x1, x2], [p], [act2])
+    return g.finish([x1, x2], [s, p])
 
 
 def compile_model(model: capi.OH_NNModel, device_id: int = 0) -> capi.OH_NNCompilation:

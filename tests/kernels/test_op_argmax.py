@@ -7,8 +7,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
@@ -21,6 +19,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     randn,
     run_node,
     run_op,
@@ -31,13 +30,7 @@ ARGMAX = na.NODE_TYPE_ARGMAX_FUSION
 
 
 def onnx_argmax(x: np.ndarray, axis: int, keep: bool) -> np.ndarray:
-    node = helper.make_node("ArgMax", ["x"], ["y"], axis=axis, keepdims=int(keep))
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)],
-        [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    return ReferenceEvaluator(model).run(None, {"x": x})[0]
+    return onnx_reference("ArgMax", [x], opset=13, axis=axis, keepdims=int(keep))
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, -2])

@@ -22,6 +22,7 @@ from tests.kernels.util import (
     Declared,
     expect_error,
     expect_refused,
+    int_wrapper,
     make_node,
     randn,
     readonly,
@@ -118,11 +119,7 @@ def test_integer_add_sub_mul_wrap(dtype) -> None:
     info = np.iinfo(dtype)
     x = np.array([info.max, info.min, 3, 0], dtype=dtype)
     y = np.array([1, 1, 2, 5], dtype=dtype)
-    width = info.bits
-
-    def wrap(v: int) -> int:
-        v &= (1 << width) - 1
-        return v - (1 << width) if info.min < 0 and v >= 1 << (width - 1) else v
+    wrap = int_wrapper(dtype)
 
     for node_type, (attrs_cls, fn) in list(OPS.items())[:3]:
         out = run_op(node_type, attrs_cls(), [x, y])

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
@@ -19,6 +17,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     randn,
     run_node,
     run_op,
@@ -28,15 +27,8 @@ BN = na.NODE_TYPE_FUSED_BATCH_NORM
 
 
 def onnx_bn(x_nchw, scale, offset, mean, var, eps):
-    names = ["x", "s", "b", "m", "v"]
-    node = helper.make_node("BatchNormalization", names, ["y"], epsilon=eps)
-    t = helper.np_dtype_to_tensor_dtype(x_nchw.dtype)
-    graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info(n, t, None) for n in names],
-        [helper.make_tensor_value_info("y", t, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
-    feeds = dict(zip(names, (x_nchw, scale, offset, mean, var)))
-    return ReferenceEvaluator(model).run(None, feeds)[0]
+    return onnx_reference("BatchNormalization", [x_nchw, scale, offset, mean, var], opset=15,
+                          epsilon=eps)
 
 
 def params(c: int, dtype=np.float32, seed: int = 0):

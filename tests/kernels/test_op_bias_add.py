@@ -12,7 +12,6 @@ import pytest
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.kernels.test_op_unary_math import onnx_reference
 from tests.kernels.util import (
     NNRT_INVALID_NODE,
     NNRT_INVALID_SHAPE,
@@ -21,7 +20,9 @@ from tests.kernels.util import (
     Declared,
     expect_error,
     expect_refused,
+    int_wrapper,
     make_node,
+    onnx_reference,
     randn,
     run_op,
 )
@@ -70,11 +71,7 @@ def test_integers_wrap(dtype: Any) -> None:
     x = np.array([[info.max, info.min], [1, 2]], dtype)
     bias = np.array([1, 3], dtype)
     out = run_op(BIAS_ADD, na.BiasAdd(), [x, bias], out_shape=(2, 2))
-    bits = info.bits
-
-    def wrap(v: int) -> int:
-        v &= (1 << bits) - 1
-        return v - (1 << bits) if info.min < 0 and v >= 1 << (bits - 1) else v
+    wrap = int_wrapper(dtype)
 
     assert out.dtype == dtype
     assert out.tolist() == [[wrap(int(v) + int(b)) for v, b in zip(row, bias)] for row in x]

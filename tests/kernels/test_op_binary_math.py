@@ -4,7 +4,6 @@ truncated toward zero, (a - b) ** 2) with explicit broadcasting."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -14,7 +13,6 @@ import pytest
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.kernels.test_op_unary_math import onnx_reference
 from tests.kernels.util import (
     NNRT_FAILED,
     NNRT_INVALID_NODE,
@@ -22,9 +20,12 @@ from tests.kernels.util import (
     NNRT_UNSUPPORTED_OP,
     Const,
     Declared,
+    broadcast_apply,
     expect_error,
     expect_refused,
+    int_wrapper,
     make_node,
+    onnx_reference,
     randn,
     readonly,
     run_op,
@@ -40,20 +41,6 @@ OPS = {  # node type -> (attribute message, ONNX op, ONNX attributes)
 NAMES = {k: na.NodeType.Name(k)[10:].lower() for k in OPS}
 SHAPES = [((2, 3, 4), (2, 3, 4)), ((2, 3, 1), (4,)), ((3, 1), (1, 5)), ((), (2, 3)),
           ((4,), ()), ((1, 2, 1, 3), (5, 1, 2, 1))]
-
-
-def _broadcast_apply(fn, x: np.ndarray, y: np.ndarray) -> list:
-    """fn over explicitly broadcast index pairs (right-aligned, size-1 dims repeat)."""
-    rank = max(x.ndim, y.ndim)
-    xs, ys = (1,) * (rank - x.ndim) + x.shape, (1,) * (rank - y.ndim) + y.shape
-    shape = tuple(max(a, b) for a, b in zip(xs, ys))
-    xr, yr = x.reshape(xs), y.reshape(ys)
-    out = []
-    for idx in itertools.product(*(range(d) for d in shape)):
-        xi = tuple(i if d > 1 else 0 for i, d in zip(idx, xs))
-        yi = tuple(i if d > 1 else 0 for i, d in zip(idx, ys))
-        out.append(fn(xr[xi].item(), yr[yi].item()))
-    return out
 
 
 def _run(node_type: int, x: Any, y: Any) -> np.ndarray:
@@ -82,7 +69,7 @@ def test_squared_difference(shapes, dtype: Any) -> None:
     x = randn(*shapes[0], dtype=dtype, seed=3)
     y = randn(*shapes[1], dtype=dtype, seed=4)
     out = _run(na.NODE_TYPE_SQUARED_DIFFERENCE, x, Const(y))
-    want = _broadcast_apply(lambda a, b: (a - b) ** 2, x, y)
+    want = broadcast_apply(lambda a, b: (a - b) ** 2, x, y)
     tol = {np.float16: 1e-3, np.float32: 1e-6, np.float64: 1e-14}[dtype]
     np.testing.assert_allclose(out.astype(np.float64).reshape(-1), want, rtol=tol, atol=tol)
 
@@ -97,7 +84,7 @@ def test_float16(node_type: int) -> None:
           na.NODE_TYPE_REAL_DIV: lambda a, b: a / b}[node_type]
     out = _run(node_type, x, y)
     np.testing.assert_allclose(out.astype(np.float64).reshape(-1),
-                               _broadcast_apply(fn, x.astype(np.float64), y.astype(np.float64)),
+                               broadcast_apply(fn, x.astype(np.float64), y.astype(np.float64)),
                                rtol=1e-3, atol=1e-3)
 
 
@@ -131,11 +118,7 @@ def test_integer_max_min_squared_difference(dtype: Any) -> None:
     values = [info.min, info.min + 1, 0, 3, 9, info.max]
     x = np.array([a for a in values for _ in values], dtype)
     y = np.array([b for _ in values for b in values], dtype)
-    bits = info.bits
-
-    def wrap(v: int) -> int:
-        v &= (1 << bits) - 1
-        return v - (1 << bits) if info.min < 0 and v >= 1 << (bits - 1) else v
+    wrap = int_wrapper(dtype)
 
     pairs = list(zip(x.tolist(), y.tolist()))
     assert _run(na.NODE_TYPE_MAXIMUM, x, y).tolist() == [max(a, b) for a, b in pairs]

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
@@ -20,6 +18,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,
@@ -29,26 +28,13 @@ from tests.kernels.util import (
 BROADCAST_TO = na.NODE_TYPE_BROADCAST_TO
 
 
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
-
-
 @pytest.mark.parametrize("x_shape,target", [
     ((3,), (2, 3)), ((2, 1), (2, 4)), ((2, 1), (1, 3)), ((1,), (2, 3, 4)), ((), (3, 2)),
     ((4, 1, 2), (4, 3, 1)), ((2, 3), (2, 3)), ((1, 3), (5, 1, 3)),
 ])
 def test_against_onnx_expand(x_shape, target) -> None:
     x = np.arange(int(np.prod(x_shape)), dtype=np.float32).reshape(x_shape)
-    expected = onnx_ref("Expand", [x, np.array(target, np.int64)])[0]
+    expected = onnx_reference("Expand", [x, np.array(target, np.int64)])
     out = run_op(BROADCAST_TO, na.BroadcastTo(shape=list(target)), [x])
     np.testing.assert_array_equal(out, expected)
     for index_dtype in (np.int32, np.int64):  # the target as a constant input instead

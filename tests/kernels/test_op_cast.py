@@ -16,7 +16,6 @@ from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.dtypes import hdi_data_type
-from tests.kernels.test_op_unary_math import onnx_reference
 from tests.kernels.util import (
     NNRT_FAILED,
     NNRT_INVALID_NODE,
@@ -26,6 +25,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
@@ -21,6 +19,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     randn,
     run_node,
     run_op,
@@ -67,20 +66,11 @@ def onnx_deconv(x, w, b, stride, dilation, pads, out_pad, group):
     og = o_ // group
     w_onnx = w.reshape(group, og, kh, kw, cg).transpose(0, 4, 1, 2, 3).reshape(group * cg, og,
                                                                                kh, kw)
-    names = ["x", "w"] + (["b"] if b is not None else [])
-    node = helper.make_node("ConvTranspose", names, ["y"], strides=list(stride),
-                            dilations=list(dilation), group=group,
-                            pads=[pads[0], pads[2], pads[1], pads[3]],
-                            output_padding=list(out_pad))
-    t = helper.np_dtype_to_tensor_dtype(x.dtype)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, t, None)
-                                            for n in names],
-                              [helper.make_tensor_value_info("y", t, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    feeds = {"x": x.transpose(0, 3, 1, 2), "w": w_onnx}
-    if b is not None:
-        feeds["b"] = b
-    return ReferenceEvaluator(model).run(None, feeds)[0].transpose(0, 2, 3, 1)
+    inputs = [x.transpose(0, 3, 1, 2), w_onnx] + ([b] if b is not None else [])
+    y = onnx_reference("ConvTranspose", inputs, opset=13, strides=list(stride),
+                       dilations=list(dilation), group=group,
+                       pads=[pads[0], pads[2], pads[1], pads[3]], output_padding=list(out_pad))
+    return y.transpose(0, 2, 3, 1)
 
 
 @pytest.mark.parametrize("stride", [(1, 1), (2, 2), (3, 2)])

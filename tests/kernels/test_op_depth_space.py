@@ -9,8 +9,6 @@ import itertools
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
@@ -23,6 +21,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,
@@ -30,19 +29,6 @@ from tests.kernels.util import (
 
 D2S, S2D = na.NODE_TYPE_DEPTH_TO_SPACE, na.NODE_TYPE_SPACE_TO_DEPTH
 NCHW, NHWC = ht.FORMAT_NCHW, ht.FORMAT_NHWC
-
-
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
 
 
 def to_nhwc(a: np.ndarray) -> np.ndarray:
@@ -57,7 +43,7 @@ def to_nchw(a: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("block,shape", [(2, (2, 8, 2, 3)), (3, (1, 18, 2, 2)), (2, (1, 4, 1, 1))])
 def test_depth_to_space_against_onnx(mode, block, shape) -> None:
     x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)  # NCHW
-    expected = onnx_ref("DepthToSpace", [x], blocksize=block, mode=mode)[0]
+    expected = onnx_reference("DepthToSpace", [x], blocksize=block, mode=mode)
     out = run_op(D2S, na.DepthToSpace(blockSize=block, format=NCHW, mode=mode), [x], fmt=NCHW)
     np.testing.assert_array_equal(out, expected)
     out = run_op(D2S, na.DepthToSpace(blockSize=block, format=NHWC, mode=mode), [to_nhwc(x)],
@@ -68,7 +54,7 @@ def test_depth_to_space_against_onnx(mode, block, shape) -> None:
 @pytest.mark.parametrize("block,shape", [(2, (2, 3, 4, 6)), (3, (1, 2, 6, 3)), (2, (1, 1, 2, 2))])
 def test_space_to_depth_against_onnx(block, shape) -> None:
     x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)  # NCHW
-    expected = onnx_ref("SpaceToDepth", [x], blocksize=block)[0]
+    expected = onnx_reference("SpaceToDepth", [x], blocksize=block)
     out = run_op(S2D, na.SpaceToDepth(blockSize=block, format=NCHW), [x], fmt=NCHW)
     np.testing.assert_array_equal(out, expected)
     out = run_op(S2D, na.SpaceToDepth(blockSize=block, format=NHWC), [to_nhwc(x)], fmt=NHWC)
@@ -97,7 +83,7 @@ def test_dtypes(dtype) -> None:
 
 def test_untagged_input_follows_the_attribute_and_dynamic_dims() -> None:
     x = np.arange(32, dtype=np.float32).reshape(1, 8, 2, 2)
-    expected = onnx_ref("DepthToSpace", [x], blocksize=2, mode="DCR")[0]
+    expected = onnx_reference("DepthToSpace", [x], blocksize=2, mode="DCR")
     out = run_op(D2S, na.DepthToSpace(blockSize=2, format=NCHW), [x], fmt=ht.FORMAT_NONE)
     np.testing.assert_array_equal(out, expected)
     node = make_node(D2S, na.DepthToSpace(blockSize=2, format=NHWC),

@@ -10,12 +10,13 @@ import pytest
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.kernels.test_op_unary_math import onnx_reference
 from tests.kernels.util import (
     NNRT_INVALID_NODE,
     NNRT_UNSUPPORTED_OP,
     Const,
     expect_refused,
+    int_wrapper,
+    onnx_reference,
     randn,
     run_op,
 )
@@ -44,11 +45,7 @@ def test_integers_wrap(dtype: Any) -> None:
     info = np.iinfo(dtype)
     x = np.array([info.max, info.min, 5, 0], dtype)
     y = np.array([2, 3, 6, 1], dtype)
-    bits = info.bits
-
-    def wrap(v: int) -> int:
-        v &= (1 << bits) - 1
-        return v - (1 << bits) if info.min < 0 and v >= 1 << (bits - 1) else v
+    wrap = int_wrapper(dtype)
 
     pairs = list(zip(x.tolist(), y.tolist()))
     for mode, fn in ((ht.ELTWISE_MODE_PROD, lambda a, b: a * b),

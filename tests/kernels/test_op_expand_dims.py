@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
@@ -19,6 +17,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,
@@ -27,24 +26,11 @@ from tests.kernels.util import (
 EXPAND_DIMS = na.NODE_TYPE_EXPAND_DIMS
 
 
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
-
-
 @pytest.mark.parametrize("axis", [-3, -2, -1, 0, 1, 2])
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 def test_against_onnx_unsqueeze(axis, index_dtype) -> None:
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    expected = onnx_ref("Unsqueeze", [x, np.array([axis], np.int64)])[0]
+    expected = onnx_reference("Unsqueeze", [x, np.array([axis], np.int64)])
     for axis_input in (np.array(axis, index_dtype), np.array([axis], index_dtype)):
         out = run_op(EXPAND_DIMS, na.ExpandDims(), [x, Const(axis_input)])
         assert out.shape == expected.shape

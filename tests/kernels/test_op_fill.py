@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
+from onnx import numpy_helper
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
@@ -21,6 +20,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,
@@ -29,26 +29,13 @@ from tests.kernels.util import (
 FILL, CONSTANT_OF_SHAPE = na.NODE_TYPE_FILL, na.NODE_TYPE_CONSTANT_OF_SHAPE
 
 
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
-
-
 @pytest.mark.parametrize("shape", [(2, 3), (4,), (), (1, 0, 2)])
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 def test_constant_of_shape_against_onnx(shape, index_dtype) -> None:
     dims = np.array(shape, index_dtype)
     value = np.array([2.5], np.float32)
-    expected = onnx_ref("ConstantOfShape", [dims.astype(np.int64)],
-                        value=numpy_helper.from_array(value))[0]
+    expected = onnx_reference("ConstantOfShape", [dims.astype(np.int64)],
+                              value=numpy_helper.from_array(value))
     for shape_input in (Const(dims), dims):
         out = run_op(CONSTANT_OF_SHAPE, na.ConstantOfShape(value=[2.5]), [shape_input],
                      out_dtype=np.float32)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
@@ -15,6 +13,7 @@ from tests.kernels.util import (
     Declared,
     expect_refused,
     make_node,
+    onnx_reference,
     run_node,
     run_op,
 )
@@ -22,25 +21,12 @@ from tests.kernels.util import (
 FLATTEN = na.NODE_TYPE_FLATTEN
 
 
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
-
-
 @pytest.mark.parametrize("shape", [(2, 3, 4, 5), (3,), (2, 1, 3)])
 def test_against_onnx(shape) -> None:
     x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
     r = len(shape)
     for axis in range(-r, r + 1):
-        expected = onnx_ref("Flatten", [x], axis=axis)[0]
+        expected = onnx_reference("Flatten", [x], axis=axis)
         out = run_op(FLATTEN, na.Flatten(axis=axis), [x])
         assert out.shape == expected.shape, axis
         np.testing.assert_array_equal(out, expected)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
@@ -21,25 +19,13 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,
 )
 
 GATHER, GATHER_ND = na.NODE_TYPE_GATHER, na.NODE_TYPE_GATHER_ND
-
-
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
 
 
 X = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)
@@ -50,7 +36,7 @@ X = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 def test_gather_against_onnx(axis, indices, index_dtype) -> None:
     idx = np.array(indices, index_dtype)
-    expected = onnx_ref("Gather", [X, idx], axis=axis)[0]
+    expected = onnx_reference("Gather", [X, idx], axis=axis)
     axis_in = Const(np.array([axis], np.int32))
     out = run_op(GATHER, na.Gather(), [X, Const(idx), axis_in])  # constant indices
     assert out.shape == expected.shape
@@ -67,7 +53,7 @@ def test_gather_against_onnx(axis, indices, index_dtype) -> None:
 def test_gather_nd_against_onnx(indices, index_dtype) -> None:
     idx = np.array(indices, index_dtype)
     positive = np.where(idx < 0, idx + np.array(X.shape[:idx.shape[-1]]), idx)
-    expected = onnx_ref("GatherND", [X, positive.astype(np.int64)])[0]
+    expected = onnx_reference("GatherND", [X, positive.astype(np.int64)])
     out = run_op(GATHER_ND, na.GatherNd(), [X, Const(idx)])
     assert out.shape == expected.shape
     np.testing.assert_array_equal(out, expected)

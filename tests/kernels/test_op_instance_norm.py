@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
@@ -19,6 +17,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     randn,
     run_node,
     run_op,
@@ -28,14 +27,7 @@ IN = na.NODE_TYPE_INSTANCE_NORM
 
 
 def onnx_instance_norm(x_nchw, scale, bias, eps):
-    names = ["x", "s", "b"]
-    node = helper.make_node("InstanceNormalization", names, ["y"], epsilon=eps)
-    t = helper.np_dtype_to_tensor_dtype(x_nchw.dtype)
-    graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info(n, t, None) for n in names],
-        [helper.make_tensor_value_info("y", t, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, (x_nchw, scale, bias))))[0]
+    return onnx_reference("InstanceNormalization", [x_nchw, scale, bias], opset=6, epsilon=eps)
 
 
 @pytest.mark.parametrize("eps", [1e-5, 0.1])

@@ -8,8 +8,6 @@ import math
 
 import numpy as np
 import pytest
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
@@ -17,6 +15,7 @@ from tests.kernels.util import (
     NNRT_INVALID_NODE,
     NNRT_UNSUPPORTED_OP,
     expect_refused,
+    onnx_reference,
     randn,
     run_op,
 )
@@ -37,12 +36,7 @@ def loop_reference(x: np.ndarray, axes: list[int], eps: float) -> np.ndarray:
 
 
 def onnx_lp(x: np.ndarray, axis: int) -> np.ndarray:
-    node = helper.make_node("LpNormalization", ["x"], ["y"], axis=axis, p=2)
-    t = helper.np_dtype_to_tensor_dtype(x.dtype)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", t, None)],
-                              [helper.make_tensor_value_info("y", t, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    return ReferenceEvaluator(model).run(None, {"x": x})[0]
+    return onnx_reference("LpNormalization", [x], opset=13, axis=axis, p=2)
 
 
 @pytest.mark.parametrize("axes", [[0], [1], [-1], [0, 2], [2, -2], []])

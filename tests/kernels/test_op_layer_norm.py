@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
@@ -20,6 +18,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     randn,
     run_node,
     run_op,
@@ -29,14 +28,8 @@ LN = na.NODE_TYPE_LAYER_NORM_FUSION
 
 
 def onnx_layer_norm(x, gamma, beta, axis, eps):
-    names = ["x", "g", "b"]
-    node = helper.make_node("LayerNormalization", names, ["y"], axis=axis, epsilon=eps)
-    t = helper.np_dtype_to_tensor_dtype(x.dtype)
-    graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info(n, t, None) for n in names],
-        [helper.make_tensor_value_info("y", t, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, (x, gamma, beta))))[0]
+    return onnx_reference("LayerNormalization", [x, gamma, beta], opset=17, axis=axis,
+                          epsilon=eps)
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, -2])

@@ -10,11 +10,11 @@ import pytest
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.kernels.test_op_unary_math import onnx_reference
 from tests.kernels.util import (
     NNRT_INVALID_NODE,
     NNRT_UNSUPPORTED_OP,
     expect_refused,
+    onnx_reference,
     randn,
     run_op,
 )

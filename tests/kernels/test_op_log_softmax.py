@@ -7,8 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
@@ -16,6 +14,7 @@ from tests.kernels.util import (
     NNRT_INVALID_NODE,
     NNRT_UNSUPPORTED_OP,
     expect_refused,
+    onnx_reference,
     randn,
     run_op,
 )
@@ -24,12 +23,7 @@ LOG_SOFTMAX = na.NODE_TYPE_LOG_SOFTMAX
 
 
 def onnx_log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    node = helper.make_node("LogSoftmax", ["x"], ["y"], axis=axis)
-    t = helper.np_dtype_to_tensor_dtype(x.dtype)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", t, x.shape)],
-                              [helper.make_tensor_value_info("y", t, x.shape)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    return ReferenceEvaluator(model).run(None, {"x": x})[0]
+    return onnx_reference("LogSoftmax", [x], opset=13, axis=axis)
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, -3])

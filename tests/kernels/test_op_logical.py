@@ -12,7 +12,6 @@ import pytest
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.kernels.test_op_unary_math import onnx_reference
 from tests.kernels.util import (
     NNRT_INVALID_NODE,
     NNRT_INVALID_SHAPE,
@@ -21,6 +20,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     rng,
     run_op,
 )

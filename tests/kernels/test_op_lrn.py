@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
@@ -14,6 +12,7 @@ from tests.kernels.util import (
     NNRT_INVALID_NODE,
     NNRT_UNSUPPORTED_OP,
     expect_refused,
+    onnx_reference,
     randn,
     run_op,
 )
@@ -23,13 +22,8 @@ LRN = na.NODE_TYPE_LRN
 
 def onnx_lrn(x_nchw, radius, bias, alpha, beta):
     size = 2 * radius + 1
-    node = helper.make_node("LRN", ["x"], ["y"], size=size, bias=bias, alpha=alpha * size,
-                            beta=beta)
-    t = helper.np_dtype_to_tensor_dtype(x_nchw.dtype)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", t, None)],
-                              [helper.make_tensor_value_info("y", t, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    return ReferenceEvaluator(model).run(None, {"x": x_nchw})[0]
+    return onnx_reference("LRN", [x_nchw], opset=13, size=size, bias=bias, alpha=alpha * size,
+                          beta=beta)
 
 
 def loop_reference(x, radius, bias, alpha, beta):

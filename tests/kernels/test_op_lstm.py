@@ -9,8 +9,6 @@ import math
 
 import numpy as np
 import pytest
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
@@ -24,6 +22,7 @@ from tests.kernels.util import (
     arrays_of,
     expect_error,
     make_node,
+    onnx_outputs,
     randn,
     run_node,
 )
@@ -98,17 +97,10 @@ def onnx_lstm(x, w_ih, w_hh, bias, h0, c0, dirs):
         return np.concatenate([parts[p] for p in PERM], axis=blocks_axis)
 
     b = np.concatenate([reorder(bias[:, :4 * hidden], 1), reorder(bias[:, 4 * hidden:], 1)], 1)
-    names = ["X", "W", "R", "B", "", "initial_h", "initial_c"]
-    node = helper.make_node("LSTM", names, ["Y", "Y_h", "Y_c"], hidden_size=hidden,
-                            direction="bidirectional" if dirs == 2 else "forward")
-    t = helper.np_dtype_to_tensor_dtype(x.dtype)
-    graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info(n, t, None) for n in names if n],
-        [helper.make_tensor_value_info(n, t, None) for n in ("Y", "Y_h", "Y_c")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    feeds = {"X": x, "W": reorder(w_ih, 1), "R": reorder(w_hh, 1), "B": b, "initial_h": h0,
-             "initial_c": c0}
-    y, y_h, y_c = ReferenceEvaluator(model).run(None, feeds)
+    # inputs X, W, R, B, sequence_lens (left out), initial_h, initial_c
+    y, y_h, y_c = onnx_outputs("LSTM", [x, reorder(w_ih, 1), reorder(w_hh, 1), b, None, h0, c0],
+                               3, opset=14, hidden_size=hidden,
+                               direction="bidirectional" if dirs == 2 else "forward")
     seq, _, batch, _ = y.shape
     return y.transpose(0, 2, 1, 3).reshape(seq, batch, dirs * hidden), y_h, y_c
 

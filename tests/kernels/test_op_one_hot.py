@@ -9,8 +9,6 @@ import itertools
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
@@ -22,25 +20,13 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,
 )
 
 ONE_HOT = na.NODE_TYPE_ONE_HOT
-
-
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
 
 
 def one_hot(indices, depth, on, off, axis=-1, depth_dtype=np.int32, const_depth=True):
@@ -58,8 +44,8 @@ IDX = np.array([[0, 3, 1], [2, 5, 4]], np.int64)  # 5 is out of range for depth 
 @pytest.mark.parametrize("depth_dtype", [np.int32, np.int64])
 def test_against_onnx(axis, depth_dtype) -> None:
     on, off = np.float32(2.5), np.float32(-1.0)
-    expected = onnx_ref("OneHot", [IDX, np.array(5, np.int64), np.array([off, on])],
-                        axis=axis)[0]
+    expected = onnx_reference("OneHot", [IDX, np.array(5, np.int64), np.array([off, on])],
+                              axis=axis)
     out = one_hot(IDX, 5, on, off, axis, depth_dtype)
     assert out.shape == expected.shape
     np.testing.assert_array_equal(out, expected)

@@ -9,8 +9,6 @@ import itertools
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import KERNELS, create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
@@ -25,6 +23,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,
@@ -34,19 +33,6 @@ from tests.kernels.util import (
 PAD = na.NODE_TYPE_PAD_FUSION
 CONSTANT, REFLECT, SYMMETRIC = (ht.PADDING_MODE_CONSTANT, ht.PADDING_MODE_REFLECT,
                                 ht.PADDING_MODE_SYMMETRIC)
-
-
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
 
 
 def pad(x, paddings, mode=CONSTANT, value=0.0, index_dtype=np.int64, const=True):
@@ -60,7 +46,7 @@ def onnx_pad(x, paddings, mode: str, value=None) -> np.ndarray:
     inputs = [x, np.concatenate([p[:, 0], p[:, 1]])]
     if value is not None:
         inputs.append(np.array(value, x.dtype))
-    return onnx_ref("Pad", inputs, mode=mode)[0]
+    return onnx_reference("Pad", inputs, mode=mode)
 
 
 def symmetric_reference(x: np.ndarray, paddings) -> np.ndarray:

@@ -3,7 +3,6 @@ math.pow / int ** element by element with explicit broadcasting otherwise."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -13,7 +12,6 @@ import pytest
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.kernels.test_op_unary_math import onnx_reference
 from tests.kernels.util import (
     NNRT_FAILED,
     NNRT_INVALID_NODE,
@@ -21,9 +19,12 @@ from tests.kernels.util import (
     NNRT_UNSUPPORTED_OP,
     Const,
     Declared,
+    broadcast_apply,
     expect_error,
     expect_refused,
+    int_wrapper,
     make_node,
+    onnx_reference,
     readonly,
     rng,
     run_op,
@@ -34,20 +35,6 @@ POW = na.NODE_TYPE_POW_FUSION
 
 def _attrs(scale: float = 1.0, shift: float = 0.0) -> na.PowFusion:
     return na.PowFusion(scale=scale, shift=shift)
-
-
-def _broadcast_apply(fn, x: np.ndarray, y: np.ndarray) -> list:
-    """fn over explicitly broadcast index pairs (right-aligned, size-1 dims repeat)."""
-    rank = max(x.ndim, y.ndim)
-    xs, ys = (1,) * (rank - x.ndim) + x.shape, (1,) * (rank - y.ndim) + y.shape
-    shape = tuple(max(a, b) for a, b in zip(xs, ys))
-    xr, yr = x.reshape(xs), y.reshape(ys)
-    out = []
-    for idx in itertools.product(*(range(d) for d in shape)):
-        xi = tuple(i if d > 1 else 0 for i, d in zip(idx, xs))
-        yi = tuple(i if d > 1 else 0 for i, d in zip(idx, ys))
-        out.append(fn(xr[xi].item(), yr[yi].item()))
-    return out
 
 
 @pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((2, 3), ()), ((3, 1), (1, 4)),
@@ -69,7 +56,7 @@ def test_scale_shift(scale: float, shift: float, dtype: Any) -> None:
     x = r.uniform(0.2, 2.0, (2, 1, 3)).astype(dtype)
     e = r.uniform(-1.5, 2.5, (4, 1)).astype(dtype)
     out = run_op(POW, _attrs(scale, shift), [x, Const(e)], out_shape=(2, 4, 3))
-    want = _broadcast_apply(lambda a, b: math.pow(scale * a + shift, b), x, e)
+    want = broadcast_apply(lambda a, b: math.pow(scale * a + shift, b), x, e)
     tol = {np.float16: 3e-3, np.float32: 3e-6, np.float64: 1e-13}[dtype]
     np.testing.assert_allclose(out.astype(np.float64).reshape(-1), want, rtol=tol)
 
@@ -97,11 +84,7 @@ def test_integer_power_wraps(dtype: Any) -> None:
     x = np.array(bases, dtype)
     e = np.array([0, 5, 70, 3, 21, 2, 3, 2, 1][:len(bases)], np.int64)
     out = run_op(POW, _attrs(), [x, e], out_shape=x.shape)
-    bits = info.bits
-
-    def wrap(v: int) -> int:
-        v &= (1 << bits) - 1
-        return v - (1 << bits) if info.min < 0 and v >= 1 << (bits - 1) else v
+    wrap = int_wrapper(dtype)
 
     assert out.dtype == dtype
     assert out.tolist() == [wrap(int(a) ** int(b)) for a, b in zip(x, e)]

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
@@ -22,6 +20,7 @@ from tests.kernels.util import (
     Declared,
     expect_error,
     make_node,
+    onnx_reference,
     randn,
     run_node,
     tensor_spec,
@@ -68,14 +67,7 @@ def loop_quantise(r: np.ndarray, params, axis: int, dtype) -> np.ndarray:
 
 
 def onnx_linear(op: str, x, scale, zero, axis: int):
-    node = helper.make_node(op, ["x", "s", "z"], ["y"], axis=axis)
-    graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
-                                                    a.shape)
-                      for n, a in (("x", x), ("s", scale), ("z", zero))],
-        [helper.make_tensor_value_info("y", 0, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-    return ReferenceEvaluator(model).run(None, {"x": x, "s": scale, "z": zero})[0]
+    return onnx_reference(op, [x, scale, zero], axis=axis)
 
 
 @pytest.mark.parametrize("dtype,zero", [(np.int8, 0), (np.int8, -10), (np.uint8, 128)])

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
@@ -20,6 +18,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,
@@ -28,26 +27,13 @@ from tests.kernels.util import (
 RANGE = na.NODE_TYPE_RANGE
 
 
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
-
-
 BOUNDS = [(0, 5, 1), (2, 11, 3), (10, 1, -2), (5, 5, 1), (5, 0, 1), (-3, 4, 2), (7, -8, -5)]
 
 
 @pytest.mark.parametrize("start,limit,delta", BOUNDS)
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float32])
 def test_attributes_against_onnx(start, limit, delta, dtype) -> None:
-    expected = onnx_ref("Range", [np.array(v, dtype) for v in (start, limit, delta)])[0]
+    expected = onnx_reference("Range", [np.array(v, dtype) for v in (start, limit, delta)])
     out = run_op(RANGE, na.Range(start=start, limit=limit, delta=delta),
                  [np.zeros(1, np.float32)], out_dtype=dtype)
     assert out.dtype == dtype
@@ -59,7 +45,7 @@ def test_attributes_against_onnx(start, limit, delta, dtype) -> None:
 @pytest.mark.parametrize("const", [True, False])
 def test_float_inputs_against_onnx(bounds, const) -> None:
     arrays = [np.array(v, np.float32) for v in bounds]
-    expected = onnx_ref("Range", arrays)[0]
+    expected = onnx_reference("Range", arrays)
     out = run_op(RANGE, na.Range(), [Const(a) if const else a for a in arrays],
                  out_dtype=np.float32)
     np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)

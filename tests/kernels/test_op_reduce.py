@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
@@ -20,6 +18,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_outputs,
     randn,
     run_node,
     run_op,
@@ -35,14 +34,7 @@ ONNX_OP = {
 
 
 def onnx_reduce(op: str, x: np.ndarray, axes: list[int], keep: bool) -> np.ndarray:
-    node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=int(keep))
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype), x.shape),
-         helper.make_tensor_value_info("axes", TensorProto.INT64, [len(axes)])],
-        [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    (y,) = ReferenceEvaluator(model).run(None, {"x": x, "axes": np.array(axes, np.int64)})
+    (y,) = onnx_outputs(op, [x, np.array(axes, np.int64)], opset=18, keepdims=int(keep))
     return y
 
 

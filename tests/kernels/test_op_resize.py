@@ -8,8 +8,6 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
@@ -22,6 +20,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     randn,
     run_node,
     run_op,
@@ -43,17 +42,12 @@ ONNX_NEAREST = {ht.NEAREST_MODE_NORMAL: "round_prefer_ceil",
 def onnx_resize(x_nhwc, size, method, ctm, a=-0.75, exclude=0,
                 nearest=ht.NEAREST_MODE_NORMAL):
     x = x_nhwc.transpose(0, 3, 1, 2)
-    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=ONNX_MODE[method],
-                            coordinate_transformation_mode=ONNX_CTM[ctm], cubic_coeff_a=a,
-                            exclude_outside=exclude, nearest_mode=ONNX_NEAREST[nearest])
-    t = helper.np_dtype_to_tensor_dtype(x.dtype)
-    graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info("x", t, None),
-                      helper.make_tensor_value_info("sizes", TensorProto.INT64, [4])],
-        [helper.make_tensor_value_info("y", t, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     sizes = np.array([x.shape[0], x.shape[1], *size], np.int64)
-    return ReferenceEvaluator(model).run(None, {"x": x, "sizes": sizes})[0].transpose(0, 2, 3, 1)
+    # inputs X, roi and scales (left out), sizes
+    y = onnx_reference("Resize", [x, None, None, sizes], opset=18, mode=ONNX_MODE[method],
+                       coordinate_transformation_mode=ONNX_CTM[ctm], cubic_coeff_a=a,
+                       exclude_outside=exclude, nearest_mode=ONNX_NEAREST[nearest])
+    return y.transpose(0, 2, 3, 1)
 
 
 def resize(x, size, method, ctm=ASYM, **kw):

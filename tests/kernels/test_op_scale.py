@@ -20,6 +20,7 @@ from tests.kernels.util import (
     Declared,
     expect_error,
     expect_refused,
+    int_wrapper,
     make_node,
     randn,
     run_op,
@@ -90,11 +91,7 @@ def test_integers_wrap(dtype: Any) -> None:
     bias = np.array([1, 4], dtype)
     out = run_op(SCALE, na.ScaleFusion(axis=1, activationType=ht.ACTIVATION_TYPE_RELU),
                  [x, scale, bias], out_shape=(2, 2))
-    bits = info.bits
-
-    def wrap(v: int) -> int:
-        v &= (1 << bits) - 1
-        return v - (1 << bits) if info.min < 0 and v >= 1 << (bits - 1) else v
+    wrap = int_wrapper(dtype)
 
     assert out.dtype == dtype
     assert out.tolist() == [[max(wrap(int(v) * int(s) + int(b)), 0)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
@@ -21,25 +19,13 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,
 )
 
 SCATTER_ND = na.NODE_TYPE_SCATTER_ND
-
-
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
 
 
 def scatter(indices, updates, shape, index_dtype=np.int64, run_time_shape=False):
@@ -59,7 +45,7 @@ def test_distinct_against_onnx(index_dtype, indices, shape) -> None:
     updates_shape = idx.shape[:-1] + shape[idx.shape[-1]:]
     updates = np.arange(1, 1 + int(np.prod(updates_shape)), dtype=np.float32).reshape(
         updates_shape)
-    expected = onnx_ref("ScatterND", [np.zeros(shape, np.float32), idx, updates])[0]
+    expected = onnx_reference("ScatterND", [np.zeros(shape, np.float32), idx, updates])
     for run_time_shape in (False, True):
         out = scatter(indices, updates, shape, index_dtype, run_time_shape)
         np.testing.assert_array_equal(out, expected)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
@@ -16,6 +14,7 @@ from tests.kernels.util import (
     Declared,
     expect_refused,
     make_node,
+    onnx_reference,
     run_node,
     run_op,
 )
@@ -23,25 +22,12 @@ from tests.kernels.util import (
 SHAPE, RANK = na.NODE_TYPE_SHAPE, na.NODE_TYPE_RANK
 
 
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
-
-
 @pytest.mark.parametrize("shape", [(), (5,), (2, 3), (1, 4, 1, 2)])
 @pytest.mark.parametrize("out_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.float16, np.float32])
 def test_shape_and_rank(shape, out_dtype, dtype) -> None:
     x = np.zeros(shape, dtype)
-    expected = onnx_ref("Shape", [x])[0]
+    expected = onnx_reference("Shape", [x])
     out = run_op(SHAPE, na.Shape(), [x], out_dtype=out_dtype, out_shape=(len(shape),))
     assert out.dtype == out_dtype and out.shape == (len(shape),)
     np.testing.assert_array_equal(out, expected)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
@@ -20,6 +18,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,
@@ -29,24 +28,11 @@ SLICE = na.NODE_TYPE_SLICE_FUSION
 BIG = np.iinfo(np.int64).max
 
 
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
-
-
 def onnx_slice(x: np.ndarray, begin: list[int], size: list[int], axes: list[int]) -> np.ndarray:
     axes = axes or list(range(len(begin)))
     ends = [BIG if s == -1 else b + s for b, s in zip(begin, size)]
-    return onnx_ref("Slice", [x, np.array(begin, np.int64), np.array(ends, np.int64),
-                              np.array(axes, np.int64)])[0]
+    return onnx_reference("Slice", [x, np.array(begin, np.int64), np.array(ends, np.int64),
+                                    np.array(axes, np.int64)])
 
 
 X = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
@@ -19,25 +17,13 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_outputs,
     readonly,
     run_node,
     tensor_spec,
 )
 
 SPLIT = na.NODE_TYPE_SPLIT
-
-
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
 
 
 X = np.arange(4 * 6 * 3, dtype=np.float32).reshape(4, 6, 3)
@@ -50,7 +36,7 @@ def split(x, attrs: na.Split, n: int) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("axis,n", [(0, 1), (0, 2), (0, 4), (1, 2), (1, 3), (-1, 3), (-2, 6)])
 def test_equal_pieces(axis, n) -> None:
-    expected = onnx_ref("Split", [X], n_out=n, axis=axis, num_outputs=n)
+    expected = onnx_outputs("Split", [X], n_out=n, axis=axis, num_outputs=n)
     for output_num in (n, 0):
         outs = split(X, na.Split(outputNum=output_num, axis=axis), n)
         assert len(outs) == n
@@ -63,7 +49,7 @@ def test_equal_pieces(axis, n) -> None:
     ([0, 6], [0, 6]), ([3, 0, -1], [3, 0, 3]),
 ])
 def test_explicit_sizes(sizes, resolved) -> None:
-    expected = onnx_ref("Split", [X, np.array(resolved, np.int64)], n_out=len(sizes), axis=1)
+    expected = onnx_outputs("Split", [X, np.array(resolved, np.int64)], n_out=len(sizes), axis=1)
     outs = split(X, na.Split(outputNum=len(sizes), sizeSplits=sizes, axis=1), len(sizes))
     for out, ref in zip(outs, expected):
         assert out.shape == ref.shape

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
@@ -20,6 +18,7 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,
@@ -29,24 +28,11 @@ from tests.kernels.util import (
 SQUEEZE, UNSQUEEZE = na.NODE_TYPE_SQUEEZE, na.NODE_TYPE_UNSQUEEZE
 
 
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
-
-
 @pytest.mark.parametrize("axes", [[], [0], [2], [-1], [0, 3], [-4, 2], [3, 0, 2]])
 def test_squeeze_against_onnx(axes) -> None:
     x = np.arange(6, dtype=np.float32).reshape(1, 6, 1, 1)
     inputs = [x] + ([np.array(axes, np.int64)] if axes else [])
-    expected = onnx_ref("Squeeze", inputs)[0]
+    expected = onnx_reference("Squeeze", inputs)
     out = run_op(SQUEEZE, na.Squeeze(axis=axes), [x])
     assert out.shape == expected.shape
     np.testing.assert_array_equal(out, expected)
@@ -55,7 +41,7 @@ def test_squeeze_against_onnx(axes) -> None:
 @pytest.mark.parametrize("axes", [[0], [2], [-1], [0, 3], [-1, 0], [1, 2, 4], [-4, -2]])
 def test_unsqueeze_against_onnx(axes) -> None:
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    expected = onnx_ref("Unsqueeze", [x, np.array(axes, np.int64)])[0]
+    expected = onnx_reference("Unsqueeze", [x, np.array(axes, np.int64)])
     out = run_op(UNSQUEEZE, na.Unsqueeze(axis=axes), [x])
     assert out.shape == expected.shape
     np.testing.assert_array_equal(out, expected)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
@@ -19,25 +17,13 @@ from tests.kernels.util import (
     expect_error,
     expect_refused,
     make_node,
+    onnx_reference,
     readonly,
     run_node,
     run_op,
 )
 
 TILE = na.NODE_TYPE_TILE_FUSION
-
-
-def onnx_ref(op: str, inputs: list[np.ndarray], n_out: int = 1, **attrs) -> list[np.ndarray]:
-    """One ONNX node run by onnx's reference evaluator."""
-    names = [f"i{k}" for k in range(len(inputs))]
-    outs = [f"o{k}" for k in range(n_out)]
-    graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(names, inputs)],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))
 
 
 def repeat_along(x: np.ndarray, counts: dict[int, int]) -> np.ndarray:
@@ -54,7 +40,7 @@ def repeat_along(x: np.ndarray, counts: dict[int, int]) -> np.ndarray:
 ])
 def test_against_onnx_tile(index_dtype, shape, multiples) -> None:
     x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
-    expected = onnx_ref("Tile", [x, np.array(multiples, np.int64)])[0]
+    expected = onnx_reference("Tile", [x, np.array(multiples, np.int64)])
     out = run_op(TILE, na.TileFusion(), [x, Const(np.array(multiples, index_dtype))])
     np.testing.assert_array_equal(out, expected)
 

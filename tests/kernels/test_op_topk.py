@@ -7,8 +7,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
@@ -23,6 +21,7 @@ from tests.kernels.util import (
     arrays_of,
     expect_error,
     make_node,
+    onnx_outputs,
     randn,
     run_node,
     tensor_spec,
@@ -45,15 +44,7 @@ def topk(x, k, **kw):
 
 
 def onnx_topk(x: np.ndarray, k: int, axis: int):
-    node = helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis)
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype), x.shape),
-         helper.make_tensor_value_info("k", TensorProto.INT64, [1])],
-        [helper.make_tensor_value_info("v", TensorProto.UNDEFINED, None),
-         helper.make_tensor_value_info("i", TensorProto.UNDEFINED, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    return ReferenceEvaluator(model).run(None, {"x": x, "k": np.array([k], np.int64)})
+    return onnx_outputs("TopK", [x, np.array([k], np.int64)], 2, opset=18, axis=axis)
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, -3])

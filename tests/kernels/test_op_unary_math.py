@@ -2,7 +2,7 @@
 
 References: onnx's reference evaluator (one-node ONNX models) where ONNX has the operator,
 Python's math module element by element otherwise (Rsqrt, Square, Erf, integer wrap-around).
-`onnx_reference` is shared with the other element-wise test modules."""
+`onnx_reference` (tests.kernels.util) runs the ONNX side."""
 
 from __future__ import annotations
 
@@ -11,9 +11,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.helper import np_dtype_to_tensor_dtype
-from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
@@ -23,25 +20,12 @@ from tests.kernels.util import (
     NNRT_UNSUPPORTED_OP,
     Declared,
     expect_refused,
+    int_wrapper,
     make_node,
+    onnx_reference,
     randn,
     run_op,
 )
-
-
-def onnx_reference(op_type: str, inputs: list[np.ndarray | None], **attrs: Any) -> np.ndarray:
-    """Output of a one-node ONNX model (opset 19) on `inputs`; None leaves an optional input
-    out."""
-    names = [f"in{k}" if a is not None else "" for k, a in enumerate(inputs)]
-    node = helper.make_node(op_type, names, ["out"], **attrs)
-    given = [(n, a) for n, a in zip(names, inputs) if a is not None]
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(n, np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in given],
-        [helper.make_tensor_value_info("out", TensorProto.UNDEFINED, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-    return np.asarray(ReferenceEvaluator(model).run(None, dict(given))[0])
 
 
 ONNX_OPS = {  # HDI node type -> (attribute message, ONNX op type)
@@ -126,11 +110,7 @@ def test_ieee_specials() -> None:
 def test_integer_abs_neg_square_wrap(dtype: Any) -> None:
     info = np.iinfo(dtype)
     x = np.array([info.min, info.min + 1, -3 if info.min < 0 else 3, 0, 7, info.max], dtype)
-    bits = info.bits
-
-    def wrap(v: int) -> int:
-        v &= (1 << bits) - 1
-        return v - (1 << bits) if info.min < 0 and v >= 1 << (bits - 1) else v
+    wrap = int_wrapper(dtype)
 
     for node_type, fn in ((na.NODE_TYPE_ABS, abs), (na.NODE_TYPE_NEG, lambda v: -v),
                           (na.NODE_TYPE_SQUARE, lambda v: v * v)):

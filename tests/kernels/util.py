@@ -1,15 +1,20 @@
 """Helpers for the kernel unit tests: build NodeSpec / TensorSpec as the host does and run one
 CPU kernel through create_kernel → infer_shapes → execute, checking what the host relies on
-(output dtypes, inferred shapes, inputs left untouched)."""
+(output dtypes, inferred shapes, inputs left untouched); and the reference most of them
+compare against, one ONNX node run by onnx's reference evaluator (`onnx_reference`)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
+from onnx.helper import np_dtype_to_tensor_dtype
+from onnx.reference import ReferenceEvaluator
 
 from nnrt.drivers.cpu.kernel import Kernel, create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
@@ -136,9 +141,63 @@ def expect_refused(code: int, node_type: int, attrs: Any, inputs: Sequence[Input
     return expect_error(code, lambda: create_kernel(node))
 
 
+def int_wrapper(dtype: Any) -> Callable[[int], int]:
+    """v -> v wrapped into integer `dtype` (two's complement modulo 2**bits): what C integer
+    arithmetic gives, for checking results that overflow."""
+    info = np.iinfo(dtype)
+    bits = info.bits
+
+    def wrap(v: int) -> int:
+        v &= (1 << bits) - 1
+        return v - (1 << bits) if info.min < 0 and v >= 1 << (bits - 1) else v
+
+    return wrap
+
+
+def broadcast_apply(fn: Callable[[Any, Any], Any], x: np.ndarray, y: np.ndarray) -> list:
+    """fn over explicitly broadcast index pairs (right-aligned, size-1 dims repeat), flat:
+    a reference for binary element-wise operators that does not rely on numpy broadcasting."""
+    rank = max(x.ndim, y.ndim)
+    xs, ys = (1,) * (rank - x.ndim) + x.shape, (1,) * (rank - y.ndim) + y.shape
+    shape = tuple(max(a, b) for a, b in zip(xs, ys))
+    xr, yr = x.reshape(xs), y.reshape(ys)
+    out = []
+    for idx in itertools.product(*(range(d) for d in shape)):
+        xi = tuple(i if d > 1 else 0 for i, d in zip(idx, xs))
+        yi = tuple(i if d > 1 else 0 for i, d in zip(idx, ys))
+        out.append(fn(xr[xi].item(), yr[yi].item()))
+    return out
+
+
 def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
 def randn(*shape: int, dtype: Any = np.float32, seed: int = 0) -> np.ndarray:
     return rng(seed).standard_normal(shape).astype(dtype)
+
+
+ONNX_OPSET = 19  # unless a test pins the opset whose version of the operator it compares with
+
+
+def onnx_outputs(op_type: str, inputs: Sequence[np.ndarray | None], n_out: int = 1, *,
+                 opset: int = ONNX_OPSET, **attrs: Any) -> list[np.ndarray]:
+    """The `n_out` outputs of a one-node ONNX model (default opset ONNX_OPSET) on `inputs`,
+    run by onnx's reference evaluator; None leaves an optional input out."""
+    names = [f"in{k}" if a is not None else "" for k, a in enumerate(inputs)]
+    outs = [f"out{k}" for k in range(n_out)]
+    node = helper.make_node(op_type, names, outs, **attrs)
+    given = [(n, a) for n, a in zip(names, inputs) if a is not None]
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(n, np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in given],
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return ReferenceEvaluator(model).run(None, dict(given))
+
+
+def onnx_reference(op_type: str, inputs: Sequence[np.ndarray | None], *,
+                   opset: int = ONNX_OPSET, **attrs: Any) -> np.ndarray:
+    """The single output of `onnx_outputs` (an array even when 0-D)."""
+    return np.asarray(onnx_outputs(op_type, inputs, opset=opset, **attrs)[0])

@@ -8,7 +8,7 @@ The leading underscore keeps this module out of the `op_*` auto-import.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +54,16 @@ def require_unquantised(node: NodeSpec) -> None:
         raise unsupported(node, "quantised (QUANT_TYPE_ALL) computation is not implemented")
 
 
+def computed_dtypes(node: NodeSpec, allowed: frozenset[np.dtype],
+                    what: str = "inputs") -> tuple[np.dtype, np.dtype]:
+    """(dtype, work dtype) of a kernel that computes on all its inputs: unquantised, one
+    dtype among `allowed` shared by every input and the output (common_dtype), computed in
+    compute_dtype of it."""
+    require_unquantised(node)
+    dtype = common_dtype(node, node.inputs, allowed, what)
+    return dtype, compute_dtype(dtype)
+
+
 def common_dtype(node: NodeSpec, tensors: Iterable[TensorSpec], allowed: frozenset[np.dtype],
                  what: str = "operands") -> np.dtype:
     """The one dtype shared by `tensors` and the node's first output.
@@ -79,6 +89,15 @@ def require_output_dtype(node: NodeSpec, dtype: np.dtype) -> None:
         raise invalid(node, f"output dtype {out} differs from the computed dtype {dtype}")
 
 
+def epsilon_attr(node: NodeSpec) -> float:
+    """The node's `epsilon` attribute (normalisations), used as sent: the client fills in
+    the C API's default; a negative or non-finite epsilon is invalid."""
+    epsilon = float(node.attrs.epsilon)
+    if not math.isfinite(epsilon) or epsilon < 0:
+        raise invalid(node, f"epsilon {epsilon} must be finite and >= 0")
+    return epsilon
+
+
 def compute_dtype(dtype: np.dtype) -> np.dtype:
     """float16 is computed in float32 (numpy's float16 linear algebra is slow and
     accumulates badly); every other dtype is computed as itself."""
@@ -101,6 +120,25 @@ def normalize_axis(node: NodeSpec, axis: int, rank: int, what: str = "axis") -> 
     return axis + rank if axis < 0 else axis
 
 
+def require_index_dtype(node: NodeSpec, position: int) -> None:
+    """Input `position` holds indices (Gather, GatherNd, ScatterNd, SparseToDense): INT32 or
+    INT64; another dtype is unsupported."""
+    dtype = node.inputs[position].dtype
+    if dtype not in INDEX_DTYPES:
+        raise unsupported(node, f"indices of dtype {dtype} (INT32 or INT64 are supported)")
+
+
+def written_values(node: NodeSpec, position: int, what: str, quantised: str) -> None:
+    """Input `position` holds the values written into an otherwise filled output (ScatterNd's
+    updates, SparseToDense's values): the output has their dtype (invalid otherwise);
+    neither may be quantised (unsupported, `quantised` says why)."""
+    values, out = node.inputs[position], node.outputs[0]
+    if out.dtype != values.dtype:
+        raise invalid(node, f"output dtype {out.dtype} differs from the {what}' {values.dtype}")
+    if values.quant_params or out.quant_params:
+        raise unsupported(node, quantised)
+
+
 def index_values(node: NodeSpec, values: np.ndarray, what: str) -> tuple[int, ...]:
     """The entries of a 1-D INT32/INT64 index-like tensor (a scalar counts as one entry)."""
     if values.dtype not in INDEX_DTYPES:
@@ -119,6 +157,60 @@ def constant_index_input(node: NodeSpec, position: int, what: str) -> tuple[int,
     if len(spec.shape) > 1:
         raise invalid(node, f"{what} must be 1-D, has shape {list(spec.shape)}")
     return index_values(node, spec.constant, what) if spec.is_constant else None
+
+
+def nd_index_columns(node: NodeSpec, indices: np.ndarray, shape: Sequence[int],
+                     prepare: bool) -> tuple[np.ndarray, ...]:
+    """The rows of `indices` [..., k] (GatherNd, ScatterNd) as one normalised index array
+    per addressed dimension d < k: an entry may be negative, counting from the end of
+    dimension d; one outside [-size, size) makes the node invalid when `prepare` (constant
+    indices) and fails the run (run_failure) otherwise."""
+    out = []
+    for d in range(indices.shape[-1]):
+        column, size = indices[..., d], shape[d]
+        if column.size and (column.min() < -size or column.max() >= size):
+            why = (f"indices [{column.min()}, {column.max()}] for dimension {d} fall outside "
+                   f"[{-size}, {size})")
+            raise invalid(node, why) if prepare else run_failure(node, why)
+        out.append(np.where(column < 0, column + size, column))
+    return tuple(out)
+
+
+def _check_sizes(shape: Sequence[int], what: str, nonempty: bool,
+                 error: Callable[[str], DriverError]) -> None:
+    if nonempty and not shape:
+        raise error(f"{what} is empty")
+    if any(d < 0 for d in shape):
+        raise error(f"{what} {list(shape)} holds a negative size")
+
+
+def shape_input(node: NodeSpec, position: int, what: str = "shape",
+                nonempty: bool = False) -> tuple[tuple[int, ...] | None, int]:
+    """An output shape given by the values of 1-D INT32/INT64 input `position` (Fill,
+    ConstantOfShape, ScatterNd, SparseToDense): (its sizes, its length) when it is constant,
+    (None, its declared length) when it is a run-time tensor, whose output dimensions are
+    then DYNAMIC until the run (`run_shape_input`). Negative sizes, or none at all when
+    `nonempty`, make the node invalid; a run-time one of unknown length is unsupported."""
+    shape = constant_index_input(node, position, what)
+    if shape is None:
+        declared = node.inputs[position].shape
+        rank = declared[0] if declared else 1
+        if rank == DYNAMIC:
+            raise unsupported(node, f"a run-time {what} of unknown length")
+        return None, rank
+    _check_sizes(shape, what, nonempty, lambda why: invalid(node, why))
+    return shape, len(shape)
+
+
+def run_shape_input(node: NodeSpec, values: np.ndarray, rank: int, what: str = "shape",
+                    nonempty: bool = False) -> tuple[int, ...]:
+    """The sizes a run gives a run-time `shape_input`: its bad values fail that run with
+    NNRT_INVALID_SHAPE."""
+    shape = index_values(node, values, what)
+    if len(shape) != rank:
+        raise bad_shape(node, f"{what} has {len(shape)} entries, expected {rank}")
+    _check_sizes(shape, what, nonempty, lambda why: bad_shape(node, why))
+    return shape
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -343,6 +435,32 @@ def moved_dtype(node: NodeSpec, position: int = 0) -> np.dtype:
         if out.quant_params != source.quant_params:
             raise unsupported(node, "output quantised differently from the input")
     return source.dtype
+
+
+def expect_joined(kernel: Kernel) -> None:
+    """Joining operators (Concat, Stack): two or more inputs, one output."""
+    node = kernel.node
+    if len(node.inputs) < 2:
+        raise invalid(node, f"expects 2 or more inputs, has {len(node.inputs)}")
+    kernel.expect_counts(len(node.inputs))  # checks the single output
+
+
+def one_rank(node: NodeSpec) -> int:
+    """The rank every input of the node shares (invalid when they differ)."""
+    ranks = {len(t.shape) for t in node.inputs}
+    if len(ranks) != 1:
+        raise invalid(node, f"inputs of different ranks {sorted(ranks)}")
+    (rank,) = ranks
+    return rank
+
+
+def shapes_of_rank(node: NodeSpec, input_shapes: Sequence[Shape], rank: int) -> list[Shape]:
+    """A run's input shapes, each of which must have `rank` dimensions."""
+    shapes = [tuple(s) for s in input_shapes]
+    if any(len(s) != rank for s in shapes):
+        raise bad_shape(node, f"input shapes {[list(s) for s in shapes]} are not all "
+                              f"of rank {rank}")
+    return shapes
 
 
 def run_failure(node: NodeSpec, why: str) -> DriverError:

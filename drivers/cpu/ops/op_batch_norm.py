@@ -16,48 +16,27 @@ per channel.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from nnrt.drivers.cpu.kernel import Kernel, invalid, register
-from nnrt.drivers.cpu.ops._common import (
-    FLOAT_DTYPES,
-    bad_shape,
-    cast,
-    check_declared_shapes,
-    common_dtype,
-    compute_dtype,
-    require_unquantised,
-    same_dim,
-)
-from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.drivers.cpu.kernel import invalid, register
+from nnrt.drivers.cpu.ops._common import cast, check_declared_shapes
+from nnrt.drivers.cpu.ops._norm import ChannelNorm
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec, Shape
-
-_PARAMS = ("scale", "offset", "mean", "variance")
+from nnrt.server.graph import NodeSpec
 
 
 @register(na.NODE_TYPE_FUSED_BATCH_NORM)
-class FusedBatchNorm(Kernel):
+class FusedBatchNorm(ChannelNorm):
+    params = ("scale", "offset", "mean", "variance")
+
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
-        self.expect_counts(5)
-        require_unquantised(node)
-        self.dtype = common_dtype(node, node.inputs, FLOAT_DTYPES, "inputs")
-        self.work = compute_dtype(self.dtype)
-        self.epsilon = float(node.attrs.epsilon)
-        if not math.isfinite(self.epsilon) or self.epsilon < 0:
-            raise invalid(node, f"epsilon {self.epsilon} must be finite and >= 0")
-        self.rank = len(node.inputs[0].shape)
-        self.nchw = node.inputs[0].format == ht.FORMAT_NCHW and self.rank >= 2
+        self.nchw = self.nchw and self.rank >= 2
         if self.rank == 0:
             raise invalid(node, "x must have a channel dimension (rank >= 1)")
-        self.axis = 1 if self.nchw else self.rank - 1
-        for name, spec in zip(_PARAMS, node.inputs[1:]):
-            if len(spec.shape) != 1:
-                raise invalid(node, f"{name} must be 1-D [C], has shape {list(spec.shape)}")
+        self.check_params(1 if self.nchw else self.rank - 1)
         check_declared_shapes(self)
         self.affine = None
         if all(t.is_constant for t in node.inputs[1:]):
@@ -68,20 +47,8 @@ class FusedBatchNorm(Kernel):
         with np.errstate(divide="ignore", invalid="ignore"):
             factor = scale / np.sqrt(variance + self.epsilon)
         shift = offset - mean * factor
-        shape = [1] * self.rank
-        shape[self.axis] = -1
+        shape = self.param_shape()
         return (factor.astype(self.work).reshape(shape), shift.astype(self.work).reshape(shape))
-
-    def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
-        x = tuple(input_shapes[0])
-        if len(x) != self.rank:
-            raise bad_shape(self.node, f"input rank {len(x)}, the model has {self.rank}")
-        c = x[self.axis]
-        for name, shape in zip(_PARAMS, input_shapes[1:]):
-            if len(shape) != 1:
-                raise bad_shape(self.node, f"{name} must be 1-D, has shape {list(shape)}")
-            c = same_dim(self.node, c, shape[0], f"{name} length vs channels")
-        return [x]
 
     def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         self.infer_shapes([a.shape for a in inputs])

@@ -23,34 +23,20 @@ Data movement only: any dtype, quantisation kept.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from collections.abc import Sequence
-
 import numpy as np
 
-from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
-from nnrt.drivers.cpu.ops._common import (
-    bad_shape,
-    check_declared_shapes,
-    from_nhwc,
-    moved_dtype,
-    spatial_layout,
-    to_nhwc,
-)
+from nnrt.drivers.cpu.kernel import invalid, register, unsupported
+from nnrt.drivers.cpu.ops._common import bad_shape, check_declared_shapes
+from nnrt.drivers.cpu.ops._rearrange import Rearrange4D
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
 
-class _BatchSpace(Kernel):
+class _BatchSpace(Rearrange4D):
     amounts_attr = ""  # "crops" or "paddings"
 
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
-        self.expect_counts(1)
-        moved_dtype(node)
-        if len(node.inputs[0].shape) != 4:
-            raise invalid(node, f"input must be 4-D, has shape {list(node.inputs[0].shape)}")
-        self.nchw = spatial_layout(node)
         block = [int(b) for b in node.attrs.blockShape]
         if len(block) != 2 or min(block) < 1:
             raise invalid(node, f"blockShape {block} must be two sizes >= 1")
@@ -63,35 +49,6 @@ class _BatchSpace(Kernel):
                                 f"[left, right]] of amounts >= 0")
         (self.top, self.bottom), (self.left, self.right) = rows
 
-    def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
-        x = tuple(input_shapes[0])
-        if len(x) != 4:
-            raise bad_shape(self.node, f"input must be 4-D, has shape {list(x)}")
-        return [from_nhwc(self.nhwc_shape(to_nhwc(x, self.nchw)), self.nchw)]
-
-    def _divide(self, size: int, by: int, what: str) -> int:
-        if size == DYNAMIC:
-            return DYNAMIC
-        if size % by:
-            raise bad_shape(self.node, f"{what} {size} is not a multiple of {by}")
-        return size // by
-
-    @abstractmethod
-    def nhwc_shape(self, x: Shape) -> Shape:
-        """The output shape (NHWC) for an NHWC input shape."""
-
-    @abstractmethod
-    def nhwc(self, x: np.ndarray) -> np.ndarray:
-        """The output for an NHWC input."""
-
-    def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        x = inputs[0]
-        self.infer_shapes([x.shape])
-        if self.nchw:
-            x = x.transpose(0, 2, 3, 1)
-        out = self.nhwc(x)
-        return [out.transpose(0, 3, 1, 2) if self.nchw else out]
-
 
 @register(na.NODE_TYPE_BATCH_TO_SPACE_ND)
 class BatchToSpaceND(_BatchSpace):
@@ -103,7 +60,7 @@ class BatchToSpaceND(_BatchSpace):
 
     def nhwc_shape(self, x: Shape) -> Shape:
         n, h, w, c = x
-        out = [self._divide(n, self.bh * self.bw, "batch")]
+        out = [self.divide(n, self.bh * self.bw, "batch")]
         for size, block, crop in ((h, self.bh, self.top + self.bottom),
                                   (w, self.bw, self.left + self.right)):
             if size == DYNAMIC:
@@ -139,9 +96,9 @@ class SpaceToBatchND(_BatchSpace):
     def nhwc_shape(self, x: Shape) -> Shape:
         n, h, w, c = x
         grow = (lambda size, by: DYNAMIC if DYNAMIC in (size, by) else size * by)
-        out_h = self._divide(DYNAMIC if h == DYNAMIC else h + self.top + self.bottom, self.bh,
+        out_h = self.divide(DYNAMIC if h == DYNAMIC else h + self.top + self.bottom, self.bh,
                              "padded height")
-        out_w = self._divide(DYNAMIC if w == DYNAMIC else w + self.left + self.right, self.bw,
+        out_w = self.divide(DYNAMIC if w == DYNAMIC else w + self.left + self.right, self.bw,
                              "padded width")
         return grow(n, self.bh * self.bw), out_h, out_w, c
 

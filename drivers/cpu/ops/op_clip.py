@@ -22,17 +22,14 @@ import math
 import numpy as np
 
 from nnrt.drivers.cpu.kernel import invalid, register, unsupported
-from nnrt.drivers.cpu.ops._common import NUMERIC_DTYPES, cast
-from nnrt.drivers.cpu.ops.op_unary_math import Unary
+from nnrt.drivers.cpu.ops._common import cast
+from nnrt.drivers.cpu.ops.op_unary_math import NumericUnary
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import NodeSpec
 
 
 @register(na.NODE_TYPE_CLIP)
-class Clip(Unary):
-    allowed = NUMERIC_DTYPES
-    widen = False
-
+class Clip(NumericUnary):
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
         low, high = float(node.attrs.min), float(node.attrs.max)

@@ -14,10 +14,12 @@ import numpy as np
 
 from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
 from nnrt.drivers.cpu.ops._common import (
-    bad_shape,
     check_declared_shapes,
+    expect_joined,
     normalize_axis,
+    one_rank,
     same_dim,
+    shapes_of_rank,
 )
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
@@ -27,9 +29,7 @@ from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 class Concat(Kernel):
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
-        if len(node.inputs) < 2:
-            raise invalid(node, f"expects 2 or more inputs, has {len(node.inputs)}")
-        self.expect_counts(len(node.inputs))  # checks the single output
+        expect_joined(self)
         dtypes = {t.dtype for t in node.inputs} | {node.outputs[0].dtype}
         if len(dtypes) != 1:
             raise invalid(node, f"inputs and output of mixed dtypes "
@@ -37,18 +37,12 @@ class Concat(Kernel):
         quant = node.outputs[0].quant_params
         if any(t.quant_params != quant for t in node.inputs):
             raise unsupported(node, "inputs quantised differently from the output")
-        ranks = {len(t.shape) for t in node.inputs}
-        if len(ranks) != 1:
-            raise invalid(node, f"inputs of different ranks {sorted(ranks)}")
-        (self.rank,) = ranks
+        self.rank = one_rank(node)
         self.axis = normalize_axis(node, int(node.attrs.axis), self.rank)
         check_declared_shapes(self)
 
     def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
-        shapes = [tuple(s) for s in input_shapes]
-        if any(len(s) != self.rank for s in shapes):
-            raise bad_shape(self.node, f"input shapes {[list(s) for s in shapes]} are not all "
-                                       f"of rank {self.rank}")
+        shapes = shapes_of_rank(self.node, input_shapes, self.rank)
         out = list(shapes[0])
         for s in shapes[1:]:
             for d in range(self.rank):

@@ -36,28 +36,19 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from nnrt.drivers.cpu import arena
-from nnrt.drivers.cpu.activations import apply_activation, fused_activation
-from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
+from nnrt.drivers.cpu.kernel import invalid, register
 from nnrt.drivers.cpu.ops._common import (
-    FLOAT_DTYPES,
     Axis1D,
     add_bias,
-    bad_shape,
-    cast,
     check_declared_shapes,
-    common_dtype,
-    compute_dtype,
-    explicit_pads,
     from_nhwc,
     padded_nhwc,
-    pair_attr,
-    require_unquantised,
-    spatial_layout,
     tiled_bias,
     to_nhwc,
     window_axis,
     windows_nhwc,
 )
+from nnrt.drivers.cpu.ops._conv import ConvKernel
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
@@ -81,32 +72,15 @@ def _blocks(n: int, rows: int, row_bytes: int, limit: int) -> Iterator[tuple[sli
 
 
 @register(na.NODE_TYPE_CONV2D_FUSION)
-class Conv2DFusion(Kernel):
+class Conv2DFusion(ConvKernel):
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
-        self.expect_counts(range(2, 4))
-        require_unquantised(node)
-        self.dtype = common_dtype(node, node.inputs, FLOAT_DTYPES, "inputs")
-        self.work = compute_dtype(self.dtype)
-        self.activation = fused_activation(node, self.dtype)
-        x, weight = node.inputs[0], node.inputs[1]
-        if len(x.shape) != 4:
-            raise invalid(node, f"input must be 4-D, has shape {list(x.shape)}")
-        if len(weight.shape) != 4:
-            raise invalid(node, f"weight must be 4-D [outC, kH, kW, C/group], has shape "
-                                f"{list(weight.shape)}")
-        if DYNAMIC in weight.shape:
-            raise unsupported(node, "a weight of dynamic shape")
+        x, weight = self.read_operands()
         if min(weight.shape) < 1:
             raise invalid(node, f"weight shape {list(weight.shape)} has an empty dimension")
-        self.nchw = spatial_layout(node)
-        self.out_c, kh, kw, self.group_c = weight.shape
-        self.kernel = (kh, kw)
-        self._read_geometry(node.attrs)
-        self._check_channels(node.attrs, to_nhwc(x.shape, self.nchw)[3])
-        self.has_bias = len(node.inputs) == 3
-        if self.has_bias and node.inputs[2].shape != (self.out_c,):
-            raise invalid(node, f"bias shape {list(node.inputs[2].shape)} is not [{self.out_c}]")
+        self.read_geometry(node.attrs)
+        self.check_channels(node.attrs, to_nhwc(x.shape, self.nchw)[3])
+        self.check_bias()
         self.depthwise = self.group > 1 and self.group_c == 1
         check_declared_shapes(self)
         self.weight = self._layout(weight.constant) if weight.is_constant else None
@@ -128,36 +102,6 @@ class Conv2DFusion(Kernel):
                   node.index, "NCHW" if self.nchw else "NHWC", self.kernel, self.stride,
                   self.dilation, self.group, " (depthwise)" if self.depthwise else "")
 
-    def _read_geometry(self, attrs: na.Conv2DFusion) -> None:
-        node = self.node
-        if list(attrs.kernelSize) and tuple(attrs.kernelSize) != self.kernel:
-            raise invalid(node, f"kernelSize {list(attrs.kernelSize)} does not match the "
-                                f"weight's {list(self.kernel)}")
-        self.stride = pair_attr(node, attrs.stride, "stride", (1, 1))
-        self.dilation = pair_attr(node, attrs.dilation, "dilation", (1, 1))
-        self.pad_mode = int(attrs.padMode)
-        pads = explicit_pads(node, attrs.padList, self.pad_mode, "padList")
-        self.pads = (pads[:2], pads[2:])  # (top, bottom), (left, right)
-
-    def _check_channels(self, attrs: na.Conv2DFusion, declared_c: int) -> None:
-        node = self.node
-        self.group = int(attrs.group) or 1  # 0: the field was not set
-        if self.group < 1:
-            raise invalid(node, f"group {attrs.group} must be >= 1")
-        self.in_c = self.group * self.group_c
-        if declared_c not in (DYNAMIC, self.in_c):
-            raise invalid(node, f"input has {declared_c} channels; weight and group {self.group} "
-                                f"need {self.in_c}")
-        if self.out_c < 1 or self.out_c % self.group:
-            raise invalid(node, f"outChannel {self.out_c} is not a positive multiple of group "
-                                f"{self.group}")
-        if attrs.inChannel and attrs.inChannel not in (self.in_c, self.group_c):
-            raise invalid(node, f"inChannel {attrs.inChannel} does not match the input's "
-                                f"{self.in_c} channels")
-        if attrs.outChannel and attrs.outChannel != self.out_c:
-            raise invalid(node, f"outChannel {attrs.outChannel} does not match the weight's "
-                                f"{self.out_c}")
-
     def _layout(self, w: np.ndarray) -> np.ndarray:
         """Depthwise: [kH, kW, C, m]; otherwise [group, kH*kW*C/group, outC/group]."""
         kh, kw = self.kernel
@@ -176,14 +120,7 @@ class Conv2DFusion(Kernel):
                            self.dilation[dim], self.pad_mode, self.pads[dim])
 
     def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
-        x = tuple(input_shapes[0])
-        if len(x) != 4:
-            raise bad_shape(self.node, f"input must be 4-D, has shape {list(x)}")
-        if tuple(input_shapes[1]) != (self.out_c, *self.kernel, self.group_c):
-            raise bad_shape(self.node, f"weight shape {list(input_shapes[1])} changed")
-        n, h, w, c = to_nhwc(x, self.nchw)
-        if c not in (DYNAMIC, self.in_c):
-            raise bad_shape(self.node, f"input has {c} channels, the weight needs {self.in_c}")
+        n, h, w = self.input_nhw(input_shapes)
         oh, ow = (DYNAMIC if size == DYNAMIC else self._axis(dim, size).out
                   for dim, size in ((0, h), (1, w)))
         return [from_nhwc((n, oh, ow, self.out_c), self.nchw)]
@@ -232,10 +169,7 @@ class Conv2DFusion(Kernel):
                 add_bias(out, self.bias, self.bias_rows)
             else:
                 out += inputs[2].astype(self.work, copy=False)
-        out = apply_activation(out, self.activation, inplace=True)
-        if self.nchw:
-            out = out.transpose(0, 3, 1, 2)
-        return [cast(out, self.dtype)]
+        return self.finish(out)
 
     def _im2col(self, win: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
         n, oh, ow, kh, kw, _ = win.shape

@@ -36,22 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nnrt.drivers.cpu.activations import apply_activation, fused_activation
-from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
-from nnrt.drivers.cpu.ops._common import (
-    FLOAT_DTYPES,
-    bad_shape,
-    cast,
-    check_declared_shapes,
-    common_dtype,
-    compute_dtype,
-    explicit_pads,
-    from_nhwc,
-    pair_attr,
-    require_unquantised,
-    spatial_layout,
-    to_nhwc,
-)
+from nnrt.drivers.cpu.kernel import invalid, register
+from nnrt.drivers.cpu.ops._common import bad_shape, check_declared_shapes, from_nhwc, to_nhwc
+from nnrt.drivers.cpu.ops._conv import ConvKernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
@@ -70,57 +57,16 @@ class Span:
 
 
 @register(na.NODE_TYPE_CONV2D_TRANSPOSE_FUSION)
-class Conv2dTransposeFusion(Kernel):
+class Conv2dTransposeFusion(ConvKernel):
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
-        self.expect_counts(range(2, 4))
-        require_unquantised(node)
-        self.dtype = common_dtype(node, node.inputs, FLOAT_DTYPES, "inputs")
-        self.work = compute_dtype(self.dtype)
-        self.activation = fused_activation(node, self.dtype)
-        attrs = node.attrs
-        x, weight = node.inputs[0], node.inputs[1]
-        if len(x.shape) != 4:
-            raise invalid(node, f"input must be 4-D, has shape {list(x.shape)}")
-        if len(weight.shape) != 4:
-            raise invalid(node, f"weight must be 4-D [outC, kH, kW, C/group], has shape "
-                                f"{list(weight.shape)}")
-        if DYNAMIC in weight.shape:
-            raise unsupported(node, "a weight of dynamic shape")
-        self.nchw = spatial_layout(node)
-        self.out_c, kh, kw, self.group_c = weight.shape
-        self.kernel = (kh, kw)
+        x, weight = self.read_operands()
         if min(self.kernel) < 1:
             raise invalid(node, f"weight shape {list(weight.shape)} has an empty kernel")
-        if list(attrs.kernelSize) and tuple(attrs.kernelSize) != self.kernel:
-            raise invalid(node, f"kernelSize {list(attrs.kernelSize)} does not match the "
-                                f"weight's {list(self.kernel)}")
-        self.stride = pair_attr(node, attrs.stride, "stride", (1, 1))
-        self.dilation = pair_attr(node, attrs.dilation, "dilation", (1, 1))
-        self.pad_mode = int(attrs.padMode)
-        pads = explicit_pads(node, attrs.padList, self.pad_mode, "padList")
-        self.pads = (pads[:2], pads[2:])
-        self.out_pad = self._output_paddings(list(attrs.outputPaddings))
-        self.group = int(attrs.group) or 1
-        if self.group < 1:
-            raise invalid(node, f"group {attrs.group} must be >= 1")
-        self.in_c = self.group * self.group_c
-        declared_c = to_nhwc(x.shape, self.nchw)[3]
-        if declared_c not in (DYNAMIC, self.in_c):
-            raise invalid(node, f"input has {declared_c} channels; weight and group {self.group} "
-                                f"need {self.in_c}")
-        if self.group_c < 1 or self.out_c < 1 or self.out_c % self.group:
-            raise invalid(node, f"outChannel {self.out_c} is not a positive multiple of group "
-                                f"{self.group}")
-        if attrs.inChannel and attrs.inChannel not in (self.in_c, self.group_c):
-            raise invalid(node, f"inChannel {attrs.inChannel} does not match the input's "
-                                f"{self.in_c} channels")
-        if attrs.outChannel and attrs.outChannel != self.out_c:
-            raise invalid(node, f"outChannel {attrs.outChannel} does not match the weight's "
-                                f"{self.out_c}")
-        self.has_bias = len(node.inputs) == 3
-        if self.has_bias and node.inputs[2].shape != (self.out_c,):
-            raise invalid(node, f"bias shape {list(node.inputs[2].shape)} is not [{self.out_c}]")
+        self.read_geometry(node.attrs)
+        self.out_pad = self._output_paddings(list(node.attrs.outputPaddings))
+        self.check_channels(node.attrs, to_nhwc(x.shape, self.nchw)[3])
+        self.check_bias()
         check_declared_shapes(self)
         self.weight = self._layout(weight.constant) if weight.is_constant else None
         self.bias = None
@@ -168,14 +114,7 @@ class Conv2dTransposeFusion(Kernel):
         return Span(out, start, max(full, start + out))
 
     def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
-        x = tuple(input_shapes[0])
-        if len(x) != 4:
-            raise bad_shape(self.node, f"input must be 4-D, has shape {list(x)}")
-        if tuple(input_shapes[1]) != (self.out_c, *self.kernel, self.group_c):
-            raise bad_shape(self.node, f"weight shape {list(input_shapes[1])} changed")
-        n, h, w, c = to_nhwc(x, self.nchw)
-        if c not in (DYNAMIC, self.in_c):
-            raise bad_shape(self.node, f"input has {c} channels, the weight needs {self.in_c}")
+        n, h, w = self.input_nhw(input_shapes)
         oh = DYNAMIC if h == DYNAMIC else self._span(0, h).out
         ow = DYNAMIC if w == DYNAMIC else self._span(1, w).out
         return [from_nhwc((n, oh, ow, self.out_c), self.nchw)]
@@ -207,7 +146,4 @@ class Conv2dTransposeFusion(Kernel):
         if self.has_bias:
             bias = self.bias if self.bias is not None else inputs[2].astype(self.work, copy=False)
             out += bias
-        out = apply_activation(out, self.activation, inplace=True)
-        if self.nchw:
-            out = out.transpose(0, 3, 1, 2)
-        return [cast(out, self.dtype)]
+        return self.finish(out)

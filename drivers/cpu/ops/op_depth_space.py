@@ -24,64 +24,21 @@ Data movement only: any dtype, quantisation kept.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from collections.abc import Sequence
-
 import numpy as np
 
-from nnrt.drivers.cpu.kernel import Kernel, invalid, register
-from nnrt.drivers.cpu.ops._common import (
-    bad_shape,
-    check_declared_shapes,
-    from_nhwc,
-    moved_dtype,
-    spatial_layout,
-    to_nhwc,
-)
+from nnrt.drivers.cpu.kernel import invalid, register
+from nnrt.drivers.cpu.ops._common import check_declared_shapes
+from nnrt.drivers.cpu.ops._rearrange import Rearrange4D
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
 
-class _Block(Kernel):
+class _Block(Rearrange4D):
     def __init__(self, node: NodeSpec) -> None:
-        super().__init__(node)
-        self.expect_counts(1)
-        moved_dtype(node)
-        if len(node.inputs[0].shape) != 4:
-            raise invalid(node, f"input must be 4-D, has shape {list(node.inputs[0].shape)}")
-        self.nchw = spatial_layout(node, int(node.attrs.format))
+        super().__init__(node, int(node.attrs.format))
         self.block = int(node.attrs.blockSize)
         if self.block < 2:
             raise invalid(node, f"blockSize {self.block} is not >= 2")
-
-    def _divides(self, size: int, what: str, by: int) -> int:
-        if size == DYNAMIC:
-            return DYNAMIC
-        if size % by:
-            raise bad_shape(self.node, f"{what} {size} is not a multiple of {by}")
-        return size // by
-
-    def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
-        x = tuple(input_shapes[0])
-        if len(x) != 4:
-            raise bad_shape(self.node, f"input must be 4-D, has shape {list(x)}")
-        return [from_nhwc(self.nhwc_shape(to_nhwc(x, self.nchw)), self.nchw)]
-
-    @abstractmethod
-    def nhwc_shape(self, x: Shape) -> Shape:
-        """The output shape (NHWC) for an NHWC input shape."""
-
-    def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        x = inputs[0]
-        self.infer_shapes([x.shape])
-        if self.nchw:
-            x = x.transpose(0, 2, 3, 1)
-        out = self.nhwc(x)
-        return [out.transpose(0, 3, 1, 2) if self.nchw else out]
-
-    @abstractmethod
-    def nhwc(self, x: np.ndarray) -> np.ndarray:
-        """The output for an NHWC input."""
 
 
 @register(na.NODE_TYPE_DEPTH_TO_SPACE)
@@ -97,7 +54,7 @@ class DepthToSpace(_Block):
     def nhwc_shape(self, x: Shape) -> Shape:
         n, h, w, c = x
         b = self.block
-        c_out = self._divides(c, "channel count", b * b)
+        c_out = self.divide(c, b * b, "channel count")
         grow = lambda d: DYNAMIC if d == DYNAMIC else d * b  # noqa: E731
         return n, grow(h), grow(w), c_out
 
@@ -123,7 +80,7 @@ class SpaceToDepth(_Block):
         n, h, w, c = x
         b = self.block
         c_out = DYNAMIC if c == DYNAMIC else c * b * b
-        return n, self._divides(h, "height", b), self._divides(w, "width", b), c_out
+        return n, self.divide(h, b, "height"), self.divide(w, b, "width"), c_out
 
     def nhwc(self, x: np.ndarray) -> np.ndarray:
         n, h, w, c = x.shape

@@ -17,7 +17,7 @@ materialises it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -25,19 +25,13 @@ from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
 from nnrt.drivers.cpu.ops._common import (
     bad_shape,
     check_declared_shapes,
-    constant_index_input,
     float_attr_as,
-    index_values,
+    run_shape_input,
+    shape_input,
 )
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.dtypes import numpy_dtype
-from nnrt.server.errors import DriverError
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
-
-
-def _check_shape(shape: Sequence[int], error: Callable[[str], DriverError]) -> None:
-    if any(d < 0 for d in shape):
-        raise error(f"shape {list(shape)} holds a negative size")
 
 
 class _Filled(Kernel):
@@ -49,15 +43,7 @@ class _Filled(Kernel):
         node = self.node
         if node.outputs[0].quant_params:
             raise unsupported(node, "a quantised output")
-        self.shape = constant_index_input(node, self.shape_input, "shape")
-        if self.shape is None:
-            declared = node.inputs[self.shape_input].shape
-            self.rank = declared[0] if declared else 1
-            if self.rank == DYNAMIC:
-                raise unsupported(node, "a run-time shape of unknown length")
-        else:
-            self.rank = len(self.shape)
-            _check_shape(self.shape, lambda why: invalid(node, why))
+        self.shape, self.rank = shape_input(node, self.shape_input)
 
     def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
         return [tuple(self.shape) if self.shape is not None else (DYNAMIC,) * self.rank]
@@ -65,11 +51,7 @@ class _Filled(Kernel):
     def run_shape(self, inputs: Sequence[np.ndarray]) -> tuple[int, ...]:
         if self.shape is not None:
             return tuple(self.shape)
-        shape = index_values(self.node, inputs[self.shape_input], "shape")
-        if len(shape) != self.rank:
-            raise bad_shape(self.node, f"shape has {len(shape)} entries, expected {self.rank}")
-        _check_shape(shape, lambda why: bad_shape(self.node, why))
-        return shape
+        return run_shape_input(self.node, inputs[self.shape_input], self.rank)
 
 
 @register(na.NODE_TYPE_FILL)

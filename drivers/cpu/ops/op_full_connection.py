@@ -27,11 +27,9 @@ from nnrt.drivers.cpu.ops._common import (
     bad_shape,
     cast,
     check_declared_shapes,
-    common_dtype,
-    compute_dtype,
+    computed_dtypes,
     normalize_axis,
     product,
-    require_unquantised,
     tiled_bias,
 )
 from nnrt.protos import node_attrs_pb2 as na
@@ -47,9 +45,7 @@ class FullConnection(Kernel):
         attrs = node.attrs
         self.has_bias = bool(attrs.hasBias)
         self.expect_counts(3 if self.has_bias else 2)
-        require_unquantised(node)
-        self.dtype = common_dtype(node, node.inputs, FLOAT_DTYPES, "inputs")
-        self.work = compute_dtype(self.dtype)
+        self.dtype, self.work = computed_dtypes(node, FLOAT_DTYPES, "inputs")
         self.activation = fused_activation(node, self.dtype)
         x, weight = node.inputs[0], node.inputs[1]
         if len(weight.shape) != 2:

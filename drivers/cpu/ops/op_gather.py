@@ -25,22 +25,17 @@ import numpy as np
 
 from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
 from nnrt.drivers.cpu.ops._common import (
-    INDEX_DTYPES,
     bad_shape,
     check_declared_shapes,
     index_values,
     moved_dtype,
+    nd_index_columns,
     normalize_axis,
+    require_index_dtype,
     run_failure,
 )
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
-
-
-def _index_dtype(node: NodeSpec, position: int) -> None:
-    dtype = node.inputs[position].dtype
-    if dtype not in INDEX_DTYPES:
-        raise unsupported(node, f"indices of dtype {dtype} (INT32 or INT64 are supported)")
 
 
 @register(na.NODE_TYPE_GATHER)
@@ -49,7 +44,7 @@ class Gather(Kernel):
         super().__init__(node)
         self.expect_counts(3)
         moved_dtype(node)
-        _index_dtype(node, 1)
+        require_index_dtype(node, 1)
         axis_spec = node.inputs[2]
         if not axis_spec.is_constant:
             raise unsupported(node, "a run-time axis")
@@ -89,7 +84,7 @@ class GatherNd(Kernel):
         super().__init__(node)
         self.expect_counts(2)
         moved_dtype(node)
-        _index_dtype(node, 1)
+        require_index_dtype(node, 1)
         self.rank = len(node.inputs[0].shape)
         indices = node.inputs[1]
         if not indices.shape:
@@ -103,20 +98,8 @@ class GatherNd(Kernel):
         if indices.is_constant:
             x = node.inputs[0].shape
             if DYNAMIC not in x[:self.depth]:
-                self._checked(indices.constant, x, True)
+                nd_index_columns(node, indices.constant, x, True)
         check_declared_shapes(self)
-
-    def _checked(self, indices: np.ndarray, x: Shape, prepare: bool) -> tuple[np.ndarray, ...]:
-        """One normalised index array per addressed dimension."""
-        out = []
-        for d in range(self.depth):
-            column, size = indices[..., d], x[d]
-            if column.size and (column.min() < -size or column.max() >= size):
-                why = (f"indices [{column.min()}, {column.max()}] for dimension {d} fall outside "
-                       f"[{-size}, {size})")
-                raise invalid(self.node, why) if prepare else run_failure(self.node, why)
-            out.append(np.where(column < 0, column + size, column))
-        return tuple(out)
 
     def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
         x, indices = tuple(input_shapes[0]), tuple(input_shapes[1])
@@ -132,4 +115,5 @@ class GatherNd(Kernel):
         self.infer_shapes([x.shape, indices.shape])
         if self.depth == 0:  # every row addresses the whole of x
             return [np.broadcast_to(x, indices.shape[:-1] + x.shape)]
-        return [np.asarray(x[self._checked(indices, x.shape, False)])]  # 0-D stays an array
+        columns = nd_index_columns(self.node, indices, x.shape, False)
+        return [np.asarray(x[columns])]  # 0-D stays an array

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,10 +22,9 @@ from nnrt.drivers.cpu.kernel import Kernel, invalid, register
 from nnrt.drivers.cpu.ops._common import (
     FLOAT_DTYPES,
     cast,
-    common_dtype,
-    compute_dtype,
+    computed_dtypes,
+    epsilon_attr,
     normalize_axis,
-    require_unquantised,
 )
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import NodeSpec, Shape
@@ -37,13 +35,9 @@ class L2NormalizeFusion(Kernel):
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
         self.expect_counts(1)
-        require_unquantised(node)
-        self.dtype = common_dtype(node, node.inputs, FLOAT_DTYPES, "input")
-        self.work = compute_dtype(self.dtype)
+        self.dtype, self.work = computed_dtypes(node, FLOAT_DTYPES, "input")
         self.activation = fused_activation(node, self.dtype)
-        self.epsilon = float(node.attrs.epsilon)
-        if not math.isfinite(self.epsilon) or self.epsilon < 0:
-            raise invalid(node, f"epsilon {self.epsilon} must be finite and >= 0")
+        self.epsilon = epsilon_attr(node)
         rank = len(node.inputs[0].shape)
         axes = [normalize_axis(node, int(a), rank) for a in node.attrs.axis]
         if len(set(axes)) != len(axes):

@@ -13,7 +13,6 @@ variance over the dimensions [beginNormAxis:] (semantics.md).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,10 +24,9 @@ from nnrt.drivers.cpu.ops._common import (
     bad_shape,
     cast,
     check_declared_shapes,
-    common_dtype,
-    compute_dtype,
+    computed_dtypes,
+    epsilon_attr,
     normalize_axis,
-    require_unquantised,
     same_dim,
 )
 from nnrt.protos import node_attrs_pb2 as na
@@ -43,16 +41,12 @@ class LayerNormFusion(Kernel):
             raise invalid(node, f"expects 1 or 3 inputs (x[, gamma, beta]), has "
                                 f"{len(node.inputs)}")
         self.expect_counts(len(node.inputs), 1)  # the output count
-        require_unquantised(node)
-        self.dtype = common_dtype(node, node.inputs, FLOAT_DTYPES, "inputs")
-        self.work = compute_dtype(self.dtype)
+        self.dtype, self.work = computed_dtypes(node, FLOAT_DTYPES, "inputs")
         attrs = node.attrs
         self.affine = len(node.inputs) == 3
         if attrs.elementwiseAffine and not self.affine:
             raise invalid(node, "elementwiseAffine needs the gamma and beta inputs")
-        self.epsilon = float(attrs.epsilon)
-        if not math.isfinite(self.epsilon) or self.epsilon < 0:
-            raise invalid(node, f"epsilon {self.epsilon} must be finite and >= 0")
+        self.epsilon = epsilon_attr(node)
         self.rank = len(node.inputs[0].shape)
         if self.rank == 0:
             raise invalid(node, "LayerNorm needs an input of rank >= 1")

@@ -8,47 +8,28 @@ there as the formula says, -inf entries give -inf.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from nnrt.drivers.cpu.kernel import Kernel, invalid, register
-from nnrt.drivers.cpu.ops._common import (
-    FLOAT_DTYPES,
-    cast,
-    common_dtype,
-    compute_dtype,
-    normalize_axis,
-    require_unquantised,
-)
+from nnrt.drivers.cpu.kernel import register
+from nnrt.drivers.cpu.ops._common import normalize_axis
+from nnrt.drivers.cpu.ops._softmax import SoftmaxKernel
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec, Shape
+from nnrt.server.graph import NodeSpec
 
 
 @register(na.NODE_TYPE_LOG_SOFTMAX)
-class LogSoftmax(Kernel):
+class LogSoftmax(SoftmaxKernel):
+    title = "LogSoftmax"
+
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
-        self.expect_counts(1)
-        require_unquantised(node)
-        self.dtype = common_dtype(node, node.inputs, FLOAT_DTYPES, "input")
-        self.work = compute_dtype(self.dtype)
-        rank = len(node.inputs[0].shape)
-        if rank == 0:
-            raise invalid(node, "LogSoftmax needs an input of rank >= 1")
-        self.axis = normalize_axis(node, int(node.attrs.axis), rank)
+        self.axis = normalize_axis(node, int(node.attrs.axis), self.rank)
 
-    def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
-        return [tuple(input_shapes[0])]
-
-    def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        x = inputs[0].astype(self.work, copy=False)
-        if x.size == 0:
-            return [np.empty(x.shape, dtype=self.dtype)]
+    def normalise(self, x: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore", over="ignore", under="ignore", divide="ignore"):
             top = x.max(axis=self.axis, keepdims=True)
             top = np.where(np.isfinite(top), top, 0)  # all -inf / inf slices: no inf - inf
             shifted = np.subtract(x, top)  # fresh; x untouched
             total = np.exp(shifted).sum(axis=self.axis, keepdims=True)
             shifted -= np.log(total)
-        return [cast(shifted, self.dtype)]
+        return shifted

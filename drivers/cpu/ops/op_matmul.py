@@ -22,9 +22,7 @@ from nnrt.drivers.cpu.ops._common import (
     broadcast_shapes,
     cast,
     check_declared_shapes,
-    common_dtype,
-    compute_dtype,
-    require_unquantised,
+    computed_dtypes,
     same_dim,
 )
 from nnrt.protos import node_attrs_pb2 as na
@@ -40,9 +38,7 @@ class MatMulFusion(Kernel):
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
         self.expect_counts(2)
-        require_unquantised(node)
-        self.dtype = common_dtype(node, node.inputs, NUMERIC_DTYPES, "inputs")
-        self.work = compute_dtype(self.dtype)
+        self.dtype, self.work = computed_dtypes(node, NUMERIC_DTYPES, "inputs")
         self.activation = fused_activation(node, self.dtype)
         self.transpose_a = bool(node.attrs.transposeA)
         self.transpose_b = bool(node.attrs.transposeB)

@@ -41,13 +41,11 @@ from nnrt.drivers.cpu.ops._common import (
     bad_shape,
     cast,
     check_declared_shapes,
-    common_dtype,
-    compute_dtype,
+    computed_dtypes,
     explicit_pads,
     from_nhwc,
     padded_nhwc,
     pair_attr,
-    require_unquantised,
     spatial_layout,
     to_nhwc,
     window_axis,
@@ -70,9 +68,7 @@ class _Pool(Kernel):
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
         self.expect_counts(1)
-        require_unquantised(node)
-        self.dtype = common_dtype(node, node.inputs, self.dtypes, "input")
-        self.work = compute_dtype(self.dtype)
+        self.dtype, self.work = computed_dtypes(node, self.dtypes, "input")
         self.activation = fused_activation(node, self.dtype)
         attrs = node.attrs
         if len(node.inputs[0].shape) != 4:

@@ -28,10 +28,8 @@ from nnrt.drivers.cpu.ops._common import (
     bad_shape,
     cast,
     check_declared_shapes,
-    common_dtype,
-    compute_dtype,
+    computed_dtypes,
     normalize_axis,
-    require_unquantised,
     same_dim,
 )
 from nnrt.protos import node_attrs_pb2 as na
@@ -43,9 +41,7 @@ class ScaleFusion(Kernel):
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
         self.expect_counts(range(2, 4))
-        require_unquantised(node)
-        self.dtype = common_dtype(node, node.inputs, NUMERIC_DTYPES, "inputs")
-        self.work = compute_dtype(self.dtype)
+        self.dtype, self.work = computed_dtypes(node, NUMERIC_DTYPES, "inputs")
         self.activation = fused_activation(node, self.dtype)
         self.rank = len(node.inputs[0].shape)
         self.scale_rank = len(node.inputs[1].shape)

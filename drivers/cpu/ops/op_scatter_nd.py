@@ -18,27 +18,22 @@ Decisions where the spec is silent:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
 from nnrt.drivers.cpu.ops._common import (
-    INDEX_DTYPES,
     bad_shape,
     check_declared_shapes,
-    constant_index_input,
-    index_values,
-    run_failure,
+    nd_index_columns,
+    require_index_dtype,
+    run_shape_input,
+    shape_input,
+    written_values,
 )
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import DriverError
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
-
-
-def _check_shape(shape: Sequence[int], error: Callable[[str], DriverError]) -> None:
-    if any(d < 0 for d in shape):
-        raise error(f"shape {list(shape)} holds a negative size")
 
 
 @register(na.NODE_TYPE_SCATTER_ND)
@@ -46,29 +41,15 @@ class ScatterNd(Kernel):
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
         self.expect_counts(3)
-        indices, updates = node.inputs[0], node.inputs[1]
-        if indices.dtype not in INDEX_DTYPES:
-            raise unsupported(node, f"indices of dtype {indices.dtype} (INT32 or INT64 are "
-                                    f"supported)")
-        if node.outputs[0].dtype != updates.dtype:
-            raise invalid(node, f"output dtype {node.outputs[0].dtype} differs from the "
-                                f"updates' {updates.dtype}")
-        if updates.quant_params or node.outputs[0].quant_params:
-            raise unsupported(node, "quantised updates (zero would be the zero point)")
+        indices = node.inputs[0]
+        require_index_dtype(node, 0)
+        written_values(node, 1, "updates", "quantised updates (zero would be the zero point)")
         if not indices.shape:
             raise invalid(node, "indices must have rank >= 1")
         self.depth = indices.shape[-1]
         if self.depth == DYNAMIC:
             raise unsupported(node, "indices whose last dimension is DYNAMIC")
-        self.shape = constant_index_input(node, 2, "shape")
-        if self.shape is None:
-            declared = node.inputs[2].shape
-            self.rank = declared[0] if declared else 1
-            if self.rank == DYNAMIC:
-                raise unsupported(node, "a run-time shape of unknown length")
-        else:
-            self.rank = len(self.shape)
-            _check_shape(self.shape, lambda why: invalid(node, why))
+        self.shape, self.rank = shape_input(node, 2)
         if self.depth > self.rank:
             raise invalid(node, f"indices address {self.depth} dimensions of a rank-{self.rank} "
                                 f"output")
@@ -79,15 +60,7 @@ class ScatterNd(Kernel):
     def _rows(self, indices: np.ndarray, shape: Shape, prepare: bool) -> tuple[np.ndarray, ...]:
         """One flat normalised index array per addressed dimension."""
         rows = indices.reshape(-1, self.depth).astype(np.int64, copy=False)
-        out = []
-        for d in range(self.depth):
-            column, size = rows[:, d], shape[d]
-            if column.size and (column.min() < -size or column.max() >= size):
-                why = (f"indices [{column.min()}, {column.max()}] for dimension {d} fall outside "
-                       f"[{-size}, {size})")
-                raise invalid(self.node, why) if prepare else run_failure(self.node, why)
-            out.append(np.where(column < 0, column + size, column))
-        return tuple(out)
+        return nd_index_columns(self.node, rows, shape, prepare)
 
     def _output_shape(self, indices: Shape, updates: Shape, shape: Shape) -> Shape:
         expected = tuple(indices[:-1]) + tuple(shape[self.depth:])
@@ -110,11 +83,7 @@ class ScatterNd(Kernel):
         indices, updates = inputs[0], inputs[1]
         shape = self.shape
         if shape is None:
-            shape = index_values(self.node, inputs[2], "shape")
-            if len(shape) != self.rank:
-                raise bad_shape(self.node, f"shape has {len(shape)} entries, expected "
-                                           f"{self.rank}")
-            _check_shape(shape, lambda why: bad_shape(self.node, why))
+            shape = run_shape_input(self.node, inputs[2], self.rank)
         shape = tuple(shape)
         self._output_shape(indices.shape, updates.shape, shape)
         out = np.zeros(shape, dtype=updates.dtype)

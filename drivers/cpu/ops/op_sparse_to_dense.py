@@ -20,29 +20,22 @@ Decisions where the spec is silent:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
+from nnrt.drivers.cpu.kernel import Kernel, invalid, register
 from nnrt.drivers.cpu.ops._common import (
-    INDEX_DTYPES,
     bad_shape,
     check_declared_shapes,
-    constant_index_input,
-    index_values,
+    require_index_dtype,
     run_failure,
+    run_shape_input,
+    shape_input,
+    written_values,
 )
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import DriverError
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
-
-
-def _check_shape(shape: Sequence[int], error: Callable[[str], DriverError]) -> None:
-    if not shape:
-        raise error("sparseShape is empty")
-    if any(d < 0 for d in shape):
-        raise error(f"sparseShape {list(shape)} holds a negative size")
 
 
 @register(na.NODE_TYPE_SPARSE_TO_DENSE)
@@ -51,14 +44,8 @@ class SparseToDense(Kernel):
         super().__init__(node)
         self.expect_counts(range(3, 5))
         indices, values = node.inputs[0], node.inputs[1]
-        if indices.dtype not in INDEX_DTYPES:
-            raise unsupported(node, f"indices of dtype {indices.dtype} (INT32 or INT64 are "
-                                    f"supported)")
-        if node.outputs[0].dtype != values.dtype:
-            raise invalid(node, f"output dtype {node.outputs[0].dtype} differs from the "
-                                f"values' {values.dtype}")
-        if values.quant_params or node.outputs[0].quant_params:
-            raise unsupported(node, "quantised values")
+        require_index_dtype(node, 0)
+        written_values(node, 1, "values", "quantised values")
         if len(node.inputs) == 4:
             default = node.inputs[3]
             if default.dtype != values.dtype:
@@ -71,15 +58,7 @@ class SparseToDense(Kernel):
             raise invalid(node, f"indices of rank {len(indices.shape)} (0, 1 or 2 expected)")
         if len(values.shape) > 1:
             raise invalid(node, f"values of rank {len(values.shape)} (0 or 1 expected)")
-        self.shape = constant_index_input(node, 2, "sparseShape")
-        if self.shape is None:
-            declared = node.inputs[2].shape
-            self.rank = declared[0] if declared else 1
-            if self.rank == DYNAMIC:
-                raise unsupported(node, "a run-time sparseShape of unknown length")
-        else:
-            self.rank = len(self.shape)
-            _check_shape(self.shape, lambda why: invalid(node, why))
+        self.shape, self.rank = shape_input(node, 2, "sparseShape", nonempty=True)
         if len(indices.shape) < 2 and self.rank != 1:
             raise invalid(node, f"indices of rank {len(indices.shape)} need a 1-D output, "
                                 f"sparseShape has {self.rank} entries")
@@ -117,11 +96,7 @@ class SparseToDense(Kernel):
         indices, values = inputs[0], inputs[1]
         shape = self.shape
         if shape is None:
-            shape = index_values(self.node, inputs[2], "sparseShape")
-            if len(shape) != self.rank:
-                raise bad_shape(self.node, f"sparseShape has {len(shape)} entries, expected "
-                                           f"{self.rank}")
-            _check_shape(shape, lambda why: bad_shape(self.node, why))
+            shape = run_shape_input(self.node, inputs[2], self.rank, "sparseShape", nonempty=True)
         shape = tuple(shape)
         self.infer_shapes([a.shape for a in inputs])
         default = inputs[3].reshape(()) if len(inputs) == 4 else np.zeros((), values.dtype)

@@ -22,9 +22,12 @@ from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
 from nnrt.drivers.cpu.ops._common import (
     bad_shape,
     check_declared_shapes,
+    expect_joined,
     moved_dtype,
     normalize_axis,
+    one_rank,
     same_dim,
+    shapes_of_rank,
 )
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
@@ -34,27 +37,19 @@ from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 class Stack(Kernel):
     def __init__(self, node: NodeSpec) -> None:
         super().__init__(node)
-        if len(node.inputs) < 2:
-            raise invalid(node, f"expects 2 or more inputs, has {len(node.inputs)}")
-        self.expect_counts(len(node.inputs))  # checks the single output
+        expect_joined(self)
         dtype = moved_dtype(node)
         for t in node.inputs[1:]:
             if t.dtype != dtype:
                 raise invalid(node, f"inputs of mixed dtypes {dtype} and {t.dtype}")
             if t.quant_params != node.inputs[0].quant_params:
                 raise unsupported(node, "inputs quantised differently")
-        ranks = {len(t.shape) for t in node.inputs}
-        if len(ranks) != 1:
-            raise invalid(node, f"inputs of different ranks {sorted(ranks)}")
-        (self.rank,) = ranks
+        self.rank = one_rank(node)
         self.axis = normalize_axis(node, int(node.attrs.axis), self.rank + 1)
         check_declared_shapes(self)
 
     def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
-        shapes = [tuple(s) for s in input_shapes]
-        if any(len(s) != self.rank for s in shapes):
-            raise bad_shape(self.node, f"input shapes {[list(s) for s in shapes]} are not all "
-                                       f"of rank {self.rank}")
+        shapes = shapes_of_rank(self.node, input_shapes, self.rank)
         out = list(shapes[0])
         for s in shapes[1:]:
             out = [same_dim(self.node, a, b, f"dimension {d} of the inputs")

@@ -74,6 +74,14 @@ class Unary(Kernel):
         return [cast(result, self.dtype)]
 
 
+class NumericUnary(Unary):
+    """A Unary over every numeric dtype, computed in the input's own dtype (integers exactly,
+    wrapping where C would)."""
+
+    allowed = NUMERIC_DTYPES
+    widen = False
+
+
 def _identity_for_integers(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
     """fn on floats; integers are returned as they are (already integral)."""
 
@@ -84,44 +92,32 @@ def _identity_for_integers(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[.
 
 
 @register(na.NODE_TYPE_ABS)
-class Abs(Unary):
-    allowed = NUMERIC_DTYPES
-    widen = False
+class Abs(NumericUnary):
     compute = staticmethod(np.abs)
 
 
 @register(na.NODE_TYPE_NEG)
-class Neg(Unary):
-    allowed = NUMERIC_DTYPES
-    widen = False
+class Neg(NumericUnary):
     compute = staticmethod(np.negative)
 
 
 @register(na.NODE_TYPE_SQUARE)
-class Square(Unary):
-    allowed = NUMERIC_DTYPES
-    widen = False
+class Square(NumericUnary):
     compute = staticmethod(np.square)
 
 
 @register(na.NODE_TYPE_CEIL)
-class Ceil(Unary):
-    allowed = NUMERIC_DTYPES
-    widen = False
+class Ceil(NumericUnary):
     compute = _identity_for_integers(np.ceil)
 
 
 @register(na.NODE_TYPE_FLOOR)
-class Floor(Unary):
-    allowed = NUMERIC_DTYPES
-    widen = False
+class Floor(NumericUnary):
     compute = _identity_for_integers(np.floor)
 
 
 @register(na.NODE_TYPE_ROUND)
-class Round(Unary):
-    allowed = NUMERIC_DTYPES
-    widen = False
+class Round(NumericUnary):
     compute = _identity_for_integers(np.rint)  # half to even
 
 
