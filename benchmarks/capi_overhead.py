@@ -29,6 +29,7 @@ import numpy as np
 
 from nnrt.client import Model, capi
 from nnrt.client.capi.tensor import io_tensor
+from nnrt.client.devices import registry
 from nnrt.client.embedded import EmbeddedDrivers
 from nnrt.client.hdi import DriverClient
 
@@ -120,6 +121,7 @@ def main() -> int:
         capi.OH_NNTensor_Destroy(tin)
         capi.OH_NNTensor_Destroy(tout)
         capi.OH_NNExecutor_Destroy(executor)
+        registry().close()  # end the sessions before the embedded driver stops
 
     print(f"{'measurement (1-element ADD, same driver)':48s} {'median':>10s}  ratio")
     print(f"{'raw HDI client DriverClient.run':48s} {med['raw'] * 1e6:7.1f} us  1.00")
