@@ -8,7 +8,7 @@ while the size queries reject it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nnrt.client.capi._objects import Handle, element_size, live
@@ -104,115 +104,75 @@ def _text(value: Any) -> str | None:
     return value.split("\0", 1)[0]
 
 
-def OH_NNTensorDesc_SetName(tensorDesc: NN_TensorDesc | None,
-                            name: str | bytes | None) -> OH_NN_ReturnCode:
-    """capi.md 1.17: copy the name (empty allowed)."""
+def _store(tensorDesc: Any, field: str, value: Any) -> OH_NN_ReturnCode:
+    """Set one field of a live descriptor; a `value` of None (refused input) → 2."""
     desc = _desc(tensorDesc)
-    if desc is None or name is None:
-        return OH_NN_INVALID_PARAMETER
-    text = _text(name)
-    if text is None:
+    if desc is None or value is None:
         return OH_NN_INVALID_PARAMETER
     with desc.lock:
         if desc.destroyed:
             return OH_NN_INVALID_PARAMETER
-        desc.name = text
+        setattr(desc, field, value)
     return OH_NN_SUCCESS
 
 
-def OH_NNTensorDesc_GetName(tensorDesc: NN_TensorDesc | None) -> tuple[OH_NN_ReturnCode, str | None]:
-    """capi.md 1.18: `(code, name)`; "" when never set."""
+def _read(tensorDesc: Any, read: Callable[[NN_TensorDesc], Any]) -> tuple[OH_NN_ReturnCode, Any]:
+    """`(SUCCESS, read(desc))` for a live descriptor, `(INVALID_PARAMETER, None)` otherwise."""
     desc = _desc(tensorDesc)
     if desc is None:
         return OH_NN_INVALID_PARAMETER, None
     with desc.lock:
         if desc.destroyed:
             return OH_NN_INVALID_PARAMETER, None
-        return OH_NN_SUCCESS, desc.name or ""
+        return OH_NN_SUCCESS, read(desc)
+
+
+def OH_NNTensorDesc_SetName(tensorDesc: NN_TensorDesc | None,
+                            name: str | bytes | None) -> OH_NN_ReturnCode:
+    """capi.md 1.17: copy the name (empty allowed)."""
+    return _store(tensorDesc, "name", None if name is None else _text(name))
+
+
+def OH_NNTensorDesc_GetName(tensorDesc: NN_TensorDesc | None) -> tuple[OH_NN_ReturnCode, str | None]:
+    """capi.md 1.18: `(code, name)`; "" when never set."""
+    return _read(tensorDesc, lambda desc: desc.name or "")
 
 
 def OH_NNTensorDesc_SetDataType(tensorDesc: NN_TensorDesc | None, dataType: int) -> OH_NN_ReturnCode:
     """capi.md 1.19: any OH_NN_DataType 0..12 (OH_NN_UNKNOWN included)."""
-    desc = _desc(tensorDesc)
-    if desc is None:
-        return OH_NN_INVALID_PARAMETER
-    value = c_int(dataType, 0, 12)
-    if value is None:
-        return OH_NN_INVALID_PARAMETER
-    with desc.lock:
-        if desc.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        desc.data_type = value
-    return OH_NN_SUCCESS
+    return _store(tensorDesc, "data_type", c_int(dataType, 0, 12))
 
 
 def OH_NNTensorDesc_GetDataType(
         tensorDesc: NN_TensorDesc | None) -> tuple[OH_NN_ReturnCode, OH_NN_DataType | None]:
     """capi.md 1.20: `(code, dataType)`."""
-    desc = _desc(tensorDesc)
-    if desc is None:
-        return OH_NN_INVALID_PARAMETER, None
-    with desc.lock:
-        if desc.destroyed:
-            return OH_NN_INVALID_PARAMETER, None
-        return OH_NN_SUCCESS, OH_NN_DataType(desc.data_type)
+    return _read(tensorDesc, lambda desc: OH_NN_DataType(desc.data_type))
 
 
 def OH_NNTensorDesc_SetShape(tensorDesc: NN_TensorDesc | None, shape: Sequence[int] | None,
                              shapeLength: int) -> OH_NN_ReturnCode:
     """capi.md 1.21: copy `shapeLength` (1..10) int32 dimensions; values are not validated."""
-    desc = _desc(tensorDesc)
-    if desc is None or shape is None:
-        return OH_NN_INVALID_PARAMETER
     n = c_count(shapeLength)
-    if n is None or n == 0 or n > MAX_RANK:
-        return OH_NN_INVALID_PARAMETER
-    dims = c_array(shape, n, int32)
-    if dims is None:
-        return OH_NN_INVALID_PARAMETER
-    with desc.lock:
-        if desc.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        desc.shape = dims
-    return OH_NN_SUCCESS
+    dims = None
+    if shape is not None and n is not None and 0 < n <= MAX_RANK:
+        dims = c_array(shape, n, int32)
+    return _store(tensorDesc, "shape", dims)
 
 
 def OH_NNTensorDesc_GetShape(tensorDesc: NN_TensorDesc | None) -> tuple[OH_NN_ReturnCode, list[int] | None]:
     """capi.md 1.22: `(code, shape)`; `[]` when no shape was set."""
-    desc = _desc(tensorDesc)
-    if desc is None:
-        return OH_NN_INVALID_PARAMETER, None
-    with desc.lock:
-        if desc.destroyed:
-            return OH_NN_INVALID_PARAMETER, None
-        return OH_NN_SUCCESS, list(desc.shape or [])
+    return _read(tensorDesc, lambda desc: list(desc.shape or []))
 
 
 def OH_NNTensorDesc_SetFormat(tensorDesc: NN_TensorDesc | None, format: int) -> OH_NN_ReturnCode:  # noqa: A002
     """capi.md 1.23: OH_NN_FORMAT_NONE(0)..OH_NN_FORMAT_ND(3)."""
-    desc = _desc(tensorDesc)
-    if desc is None:
-        return OH_NN_INVALID_PARAMETER
-    value = c_int(format, 0, 3)
-    if value is None:
-        return OH_NN_INVALID_PARAMETER
-    with desc.lock:
-        if desc.destroyed:
-            return OH_NN_INVALID_PARAMETER
-        desc.format = value
-    return OH_NN_SUCCESS
+    return _store(tensorDesc, "format", c_int(format, 0, 3))
 
 
 def OH_NNTensorDesc_GetFormat(
         tensorDesc: NN_TensorDesc | None) -> tuple[OH_NN_ReturnCode, OH_NN_Format | None]:
     """capi.md 1.24: `(code, format)`."""
-    desc = _desc(tensorDesc)
-    if desc is None:
-        return OH_NN_INVALID_PARAMETER, None
-    with desc.lock:
-        if desc.destroyed:
-            return OH_NN_INVALID_PARAMETER, None
-        return OH_NN_SUCCESS, OH_NN_Format(desc.format)
+    return _read(tensorDesc, lambda desc: OH_NN_Format(desc.format))
 
 
 def _element_count(shape: list[int] | None) -> tuple[OH_NN_ReturnCode, int | None]:
@@ -231,26 +191,17 @@ def _element_count(shape: list[int] | None) -> tuple[OH_NN_ReturnCode, int | Non
 def OH_NNTensorDesc_GetElementCount(
         tensorDesc: NN_TensorDesc | None) -> tuple[OH_NN_ReturnCode, int | None]:
     """capi.md 1.25: `(code, count)`; a dimension ≤ 0 gives `(OH_NN_DYNAMIC_SHAPE, 0)`."""
-    desc = _desc(tensorDesc)
-    if desc is None:
-        return OH_NN_INVALID_PARAMETER, None
-    with desc.lock:
-        if desc.destroyed:
-            return OH_NN_INVALID_PARAMETER, None
-        shape = None if desc.shape is None else list(desc.shape)
-    return _element_count(shape)
+    code, shape = _read(tensorDesc, lambda desc: None if desc.shape is None else list(desc.shape))
+    return (code, None) if code != OH_NN_SUCCESS else _element_count(shape)
 
 
 def OH_NNTensorDesc_GetByteSize(tensorDesc: NN_TensorDesc | None) -> tuple[OH_NN_ReturnCode, int | None]:
     """capi.md 1.26: `(code, bytes)`; dynamic shape → `(OH_NN_DYNAMIC_SHAPE, 0)` (ours, 5.2)."""
-    desc = _desc(tensorDesc)
-    if desc is None:
-        return OH_NN_INVALID_PARAMETER, None
-    with desc.lock:
-        if desc.destroyed:
-            return OH_NN_INVALID_PARAMETER, None
-        shape = None if desc.shape is None else list(desc.shape)
-        data_type = desc.data_type
+    code, read = _read(tensorDesc, lambda desc: (
+        None if desc.shape is None else list(desc.shape), desc.data_type))
+    if code != OH_NN_SUCCESS:
+        return code, None
+    shape, data_type = read
     code, count = _element_count(shape)
     if code != OH_NN_SUCCESS:
         return code, count
