@@ -1,6 +1,6 @@
 """The CPU driver's speed work: per-run arenas (buffers reused from run to run, one arena per
 concurrent run, model outputs never left in one), the kernels' arena-backed paths checked
-against the same kernels run without an arena, and the normal CDF behind GELU."""
+against the same kernels run without an arena, and float32 GELU computed in float32."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nnrt.drivers.cpu import arena
-from nnrt.drivers.cpu.activations import _gelu_exact, normal_cdf
+from nnrt.drivers.cpu.activations import apply_activation
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
@@ -226,21 +226,16 @@ def _depthwise_reference(x, w, b, stride, dilation, out_hw):
     return out + b
 
 
-def test_normal_cdf_single_precision_formula() -> None:
-    # The float32 / float16 formula: relative error below 1e-8 wherever float32 can
-    # represent the result, and the exact specials.
-    x = np.concatenate([np.linspace(-13.5, 38, 20001), [0.0, -0.0, 1e-30, -1e-30]])
-    want = np.array([0.5 * math.erfc(-v / math.sqrt(2)) for v in x])
-    got = normal_cdf(x, precise=False)
-    np.testing.assert_allclose(got, want, rtol=1e-8, atol=0)
-    special = normal_cdf(np.array([np.inf, -np.inf, np.nan, -1e300]), precise=False)
-    assert special[0] == 1.0 and special[1] == 0.0 and np.isnan(special[2]) and special[3] == 0
-
-
-def test_gelu_float32_is_rounded_from_the_exact_value() -> None:
-    x = np.linspace(-12, 12, 48001, dtype=np.float32)
+def test_gelu_float32_within_two_ulp_of_x() -> None:
+    # float32 GELU is computed in float32 (a fitted tanh form, see activations.py): within
+    # 2 ulp of |x| of x Phi(x), Phi from math.erfc in float64 (which keeps its accuracy where
+    # 1 + erf cancels). Dense where the error peaks (|x| near 1.75), tiny and subnormal |x|.
+    tiny = np.geomspace(1e-45, 1e-3, 2001)
+    x = np.concatenate([np.linspace(-12, 12, 48001), np.linspace(1.6, 1.9, 20001),
+                        np.linspace(-1.9, -1.6, 20001), tiny, -tiny]).astype(np.float32)
     exact = np.array([float(v) * 0.5 * math.erfc(-float(v) / math.sqrt(2)) for v in x])
-    got = _gelu_exact(x).astype(np.float64)
-    ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
-    keep = np.abs(exact) > 1e-37  # float32 normal range
-    assert np.max(np.abs(got - exact)[keep] / ulp[keep]) < 0.6
+    got = apply_activation(x, ht.ACTIVATION_TYPE_GELU)
+    assert got.dtype == np.float32
+    err = np.abs(got.astype(np.float64) - exact) / np.spacing(np.abs(x)).astype(np.float64)
+    assert err.max() <= 2.0
+    assert np.quantile(err[:48001], 0.99) < 1.0  # evenly spread x: the bound is the rare worst

@@ -15,12 +15,18 @@ Decisions:
   RELU, RELU6, RELU1, ABS, SIGN. float16 is computed in float32 for the transcendental
   types and rounded once at the end.
 * ACTIVATION_TYPE_UNKNOWN and values outside the enum are invalid nodes.
-* GELU's exact form needs erf, which numpy lacks: the normal CDF is computed here in
-  float64, vectorised, with W. J. Cody's rational approximations of erf / erfc for float64
-  results (relative error below 1e-12 in both tails) and, for float32/float16 results, one
-  fitted formula e^(-x^2/2) tau P(tau) over every element (relative error below 1e-8, so
-  the result is rounded as from the exact value but for rare last-bit ties); both checked
-  against math.erfc in tests.
+* GELU's exact form, x Phi(x), needs erf, which numpy lacks. float64 results take the
+  normal CDF from W. J. Cody's rational approximations of erf / erfc, vectorised in float64
+  (relative error below 1e-12 in both tails, checked against math.erfc in tests).
+  float32 results (float16 too, through float32) are computed in float32, for speed (about
+  a tenth of the time of a float64 evaluation; GELU dominates transformer encoders), as
+  0.5 x (1 + tanh(g(x))) with g = atanh(erf(x / sqrt 2)) replaced by a fitted odd
+  polynomial: |error| <= 2 ulp of |x| (float32 spacing at |x|; at most 1.89 over every
+  float32 below 12 in magnitude, checked exhaustively), the absolute accuracy relative to
+  |x| that onnxruntime's and PyTorch's float32 GELU give. Relative accuracy where x Phi(x)
+  is much smaller than x (the negative tail) is not promised: from x <= -6 (earlier with
+  some tanh implementations) the result is -0, and from x >= 6 it is x. GELU(+inf) = +inf,
+  GELU(-inf) = -0, NaN stays NaN.
 """
 
 from __future__ import annotations
@@ -110,7 +116,8 @@ def apply_activation(x: np.ndarray, activation_type: int, alpha: float = 0.0,
         # Transcendental types in float32, rounded to float16 once.
         wide = _compute(x.astype(np.float32), activation_type, alpha, min_val, max_val,
                         approximate, True)
-        with np.errstate(over="ignore"):  # beyond float16's range is ±inf, as IEEE says
+        # beyond float16's range is ±inf, below it subnormal or ±0, as IEEE says
+        with np.errstate(over="ignore", under="ignore"):
             return wide.astype(np.float16)
     return _compute(x, activation_type, alpha, min_val, max_val, approximate, inplace)
 
@@ -135,8 +142,7 @@ def _compute(x: np.ndarray, kind: int, alpha: float, min_val: float, max_val: fl
         if kind == ht.ACTIVATION_TYPE_THRESHOLDRELU:
             return _clip(x, 0, alpha, out)
         if kind == ht.ACTIVATION_TYPE_LEAKY_RELU:
-            scaled = np.multiply(x, dtype.type(alpha))
-            return np.where(x >= 0, x, scaled)
+            return _leaky_relu(x, dtype.type(alpha))
         if kind == ht.ACTIVATION_TYPE_HSIGMOID:
             r = np.add(x, dtype.type(3), out=out)
             r /= dtype.type(6)
@@ -186,47 +192,115 @@ def _clip(x: np.ndarray, low: float, high: float, out: np.ndarray | None) -> np.
     return np.clip(x, x.dtype.type(low), x.dtype.type(high), out=out)
 
 
+# np.where (and a boolean mask's indexing) costs tens of times an arithmetic pass over the
+# same elements: the piecewise formulas below are written with maximum / minimum instead.
+
+
+def _leaky_relu(x: np.ndarray, alpha: np.generic) -> np.ndarray:
+    """x if x >= 0 else alpha x: the larger of x and alpha x when alpha <= 1, the smaller when
+    alpha > 1 (alpha x is the value wanted where it is chosen, x elsewhere). alpha = 0 or
+    non-finite, for which alpha x may be NaN (0 * inf, inf * 0), takes the literal formula."""
+    scaled = np.multiply(x, alpha)
+    if alpha == 0 or not np.isfinite(alpha):
+        return np.where(x >= 0, x, scaled)
+    pick = np.maximum if alpha <= 1 else np.minimum
+    return pick(scaled, x, out=scaled)
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    """1 / (1 + e^-x) without overflow: e = e^-|x|, then 1/(1+e) or e/(1+e) by sign."""
+    """1 / (1 + e^-x) without overflow: e = e^-|x|, then 1/(1+e) for x >= 0, e/(1+e) below.
+    That numerator is max(e, [x >= 0]), e being in [0, 1] (NaN propagated)."""
     e = np.abs(x)
     np.negative(e, out=e)
     np.exp(e, out=e)
-    r = np.where(x >= 0, x.dtype.type(1), e)
+    r = np.maximum(e, np.greater_equal(x, 0))  # the bool is 0 or 1 in x's dtype
     e += x.dtype.type(1)
     r /= e
     return r
 
 
 def _elu(x: np.ndarray, alpha: np.generic, scale: np.generic) -> np.ndarray:
-    """scale * (x if x >= 0 else alpha * (e^x - 1)); expm1 only sees x <= 0 (no overflow)."""
+    """scale * (x if x >= 0 else alpha * (e^x - 1)), as max(x, 0) + alpha expm1(min(x, 0)):
+    one of the two terms is zero (a non-finite alpha takes the literal formula); expm1 only
+    sees x <= 0 (no overflow)."""
     neg = np.minimum(x, x.dtype.type(0))
     np.expm1(neg, out=neg)
     neg *= alpha
-    r = np.where(x >= 0, x, neg)
+    if np.isfinite(alpha):
+        r = np.maximum(x, x.dtype.type(0))
+        r += neg
+    else:
+        r = np.where(x >= 0, x, neg)
     if scale != 1:
         r *= scale
     return r
 
 
+def _finite_below(x: np.ndarray) -> np.ndarray:
+    """x, or, where x holds -inf, a copy with -inf made the most negative finite value (NaN
+    staying NaN; a NaN, which hides the minimum, takes the copy too). For x (1 + tanh(...)) / 2:
+    tanh gives -1 at -inf, and 0 * -inf would be NaN instead of -0. The test is a reduction,
+    a fraction of the cost of the elementwise maximum it spares in the usual case."""
+    if x.size and np.minimum.reduce(x, axis=None) > -np.inf:
+        return x
+    return np.maximum(x, -np.finfo(x.dtype).max)
+
+
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    t = np.multiply(x, x)
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as 0.5 x (1 + tanh((k1 x^2 + k0) x)).
+    Overflow in x^2 is harmless (the caller ignores the flag): tanh(+-inf) = +-1."""
+    dtype = x.dtype
+    k0 = math.sqrt(2.0 / math.pi)
+    x = _finite_below(x)
+    t = np.square(x)
+    t *= dtype.type(0.044715 * k0)
+    t += dtype.type(k0)
     t *= x
-    t *= x.dtype.type(0.044715)
-    t += x
-    t *= x.dtype.type(math.sqrt(2.0 / math.pi))
     np.tanh(t, out=t)
-    t += x.dtype.type(1)
+    t += dtype.type(1)
+    t *= dtype.type(0.5)  # before x: 2x overflows for the largest x
     t *= x
-    t *= x.dtype.type(0.5)
     return t
 
 
+# float32 GELU: x Phi(x) = 0.5 x (1 + tanh(g(x))) with g(x) = atanh(erf(x / sqrt 2)), an odd
+# function (about x sqrt(2/pi) near 0, x^2 / 4 in the tails) replaced by x G(x^2), G of
+# degree 6: a weighted minimax fit of atanh(erf(x / sqrt 2)) over x in [0, 6] (20001 points,
+# g = 0.5 log((2 - erfc) / erfc) from math.erfc; float64 least squares reweighted the Lawson
+# way), the weight being 0.5 (1 - erf(x / sqrt 2)^2), i.e. d GELU / d g per unit of x: the
+# fit's own error is below 2.9e-8 |x|, and the rest of the 2-ulp bound is float32 rounding
+# (the coefficients', Horner's, tanh's). Beyond the fitted range x G(x^2)
+# keeps growing (it has no real critical point) and tanh saturates to +-1, so the formula
+# runs over every element, unclipped. Coefficients lowest degree first.
+_GELU_G = (0.7978849414618301, 0.03633308456654984, -3.25949663180785e-05,
+           -5.53061980675326e-05, 3.964745303174293e-06, -1.3226341693430982e-07,
+           1.7561730846859186e-09)
+_GELU_G32 = tuple(np.float32(c) for c in _GELU_G)
+
+
 def _gelu_exact(x: np.ndarray) -> np.ndarray:
-    """x * Phi(x), Phi computed in float64 (to float32 accuracy for narrower inputs)."""
-    r = normal_cdf(x.astype(np.float64, copy=False), precise=x.dtype == np.float64)
-    r *= x
-    return r.astype(x.dtype, copy=False)
+    """x Phi(x): Cody's Phi for float64, the fitted float32 formula otherwise (see the module
+    docstring for the accuracy of each). Overflow and underflow inside the float32 formula
+    are harmless (+-inf in the polynomial gives tanh = +-1): the caller ignores the flags."""
+    if x.dtype == np.float64:
+        r = normal_cdf(x)
+        r *= x
+        return r
+    if x.dtype != np.float32:  # apply_activation widens float16 itself: not reached from there
+        return _gelu_exact(x.astype(np.float32)).astype(x.dtype)
+    x = _finite_below(x)
+    z = np.square(x)
+    t = np.multiply(z, _GELU_G32[-1])
+    t += _GELU_G32[-2]
+    for c in _GELU_G32[-3::-1]:
+        t *= z
+        t += c
+    t *= x  # g(x)
+    np.tanh(t, out=t)
+    t += np.float32(1)
+    t *= np.float32(0.5)  # exact; before x, as 2x overflows for the largest x
+    t *= x
+    return t
 
 
 # W. J. Cody's rational Chebyshev approximations of erf / erfc ("Rational Chebyshev
@@ -307,50 +381,10 @@ def _erfc_positive(y: np.ndarray) -> np.ndarray:
     return _scaled_gaussian(y, r)
 
 
-# Phi(-a) for a >= 0 as e^(-a^2/2) tau P(tau), tau = 1 / (1 + a/4): P of degree 11 fitted to
-# erfcx(a / sqrt 2) / (2 tau) over the whole of a >= 0 (tau in (0, 1]), least squares
-# reweighted toward the smallest largest relative error: below 2e-9 (checked against
-# math.erfc in tests). Coefficients lowest degree first.
-_PHI_TAU = (0.09973557024928341, 0.09973551778677328, 0.093505106158301,
-            0.08096801107630754, 0.06427030388600025, 0.03812826532155953,
-            0.04477712634501027, -0.050537383325416935, 0.09757055248465826,
-            -0.11493067070670102, 0.0572461670371143, -0.010468565569133982)
-
-
-def _normal_cdf_single(x: np.ndarray) -> np.ndarray:
-    """Phi(x) of a float64 array to float32 accuracy (relative error below 1e-8): one
-    formula for every element, no masks (a fresh array)."""
-    shape = np.shape(x)
-    x = np.reshape(x, -1)  # 1-D: ufuncs on 0-d arrays give numpy scalars
-    a = np.abs(x)
-    tau = np.multiply(a, 0.25)
-    tau += 1.0
-    np.reciprocal(tau, out=tau)
-    q = np.multiply(tau, _PHI_TAU[-1])
-    q += _PHI_TAU[-2]
-    for c in _PHI_TAU[-3::-1]:
-        q *= tau
-        q += c
-    q *= tau
-    np.square(a, out=a)
-    a *= -0.5
-    np.exp(a, out=a)
-    q *= a  # Phi(-|x|)
-    flip = np.multiply(q, -2.0)  # Phi(|x|) = 1 - Phi(-|x|) = q + (1 - 2q)
-    flip += 1.0
-    flip *= x > 0
-    q += flip
-    return q.reshape(shape)
-
-
-def normal_cdf(x: np.ndarray, precise: bool = True) -> np.ndarray:
+def normal_cdf(x: np.ndarray) -> np.ndarray:
     """Phi(x) = erfc(-x / sqrt(2)) / 2 for a float64 array (a fresh float64 array): relative
-    error below 1e-12 in both tails (Cody's erfc, itself good to about 1e-16), or below 1e-8
-    when not `precise` (float32 / float16 results: one fitted formula, about half the
-    work)."""
+    error below 1e-12 in both tails (Cody's erfc, itself good to about 1e-16)."""
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-        if not precise:
-            return _normal_cdf_single(x)
         t = np.negative(x) / math.sqrt(2.0)
         shape = t.shape
         t = t.reshape(-1)  # 1-D: index arrays on a 0-d array would give numpy scalars
