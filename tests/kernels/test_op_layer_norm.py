@@ -120,3 +120,57 @@ def test_error_paths() -> None:
     expect_refused(NNRT_UNSUPPORTED_OP, LN, ok, [x, g.astype(np.float64), g])
     expect_refused(NNRT_UNSUPPORTED_OP, LN, na.LayerNormFusion(), [x],
                    quant_type=ht.QUANT_TYPE_ALL)
+
+
+@pytest.mark.parametrize("shape,norm_axis", [((5, 1024), 1), ((3, 1100), 1), ((2, 3, 400), 1),
+                                             ((64, 256), 1), ((7, 1), 1)])
+@pytest.mark.parametrize("constant_params", [True, False])
+def test_row_lengths_and_params(shape, norm_axis: int, constant_params: bool) -> None:
+    """Rows of up to 1024 values (sums by matrix products), longer ones (numpy's sums),
+    rows made of several dimensions; gamma / beta constant (converted once) or run-time;
+    rows whose mean is far from 0 relative to their spread."""
+    x = randn(*shape, seed=16) * np.float32(2) + np.float32(50)
+    params = shape[norm_axis:]
+    g, b = randn(*params, seed=17), randn(*params, seed=18)
+    attrs = na.LayerNormFusion(beginNormAxis=norm_axis, beginParamsAxis=norm_axis,
+                               epsilon=1e-5, elementwiseAffine=True)
+    inputs = [x, Const(g), Const(b)] if constant_params else [x, g, b]
+    out = run_op(LN, attrs, inputs)
+    want = _closed_form(x, norm_axis, 1e-5) * g.astype(np.float64) + b
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_constant_rows_empty_input_and_dynamic_row_length() -> None:
+    x = np.full((3, 6), 7.5, np.float32)
+    g, b = randn(6, seed=19), randn(6, seed=20)
+    attrs = na.LayerNormFusion(beginNormAxis=1, beginParamsAxis=1, epsilon=1e-5,
+                               elementwiseAffine=True)
+    out = run_op(LN, attrs, [x, Const(g), Const(b)])  # x - mean = 0: beta exactly
+    np.testing.assert_array_equal(out, np.broadcast_to(b, x.shape))
+    out = run_op(LN, attrs, [np.zeros((0, 6), np.float32), Const(g), Const(b)])
+    assert out.shape == (0, 6)
+    # The row length known only at run time.
+    x = randn(4, 9, seed=21)
+    g, b = randn(9, seed=22), randn(9, seed=23)
+    node = make_node(LN, attrs, [Declared(x, (-1, -1)), Declared(g, (-1,)),
+                                 Declared(b, (-1,))])
+    (out,) = run_node(node, [x, g, b])
+    np.testing.assert_allclose(out, onnx_layer_norm(x, g, b, 1, 1e-5), rtol=1e-4, atol=1e-5)
+
+
+def test_runs_in_an_arena() -> None:
+    from nnrt.drivers.cpu import arena
+    from nnrt.drivers.cpu.kernel import create_kernel
+
+    g, b = randn(16, seed=24), randn(16, seed=25)
+    attrs = na.LayerNormFusion(beginNormAxis=1, beginParamsAxis=1, epsilon=1e-5,
+                               elementwiseAffine=True)
+    node = make_node(LN, attrs, [randn(8, 16), Const(g), Const(b)])
+    kernel = create_kernel(node)
+    pool = arena.ArenaPool(frozenset())
+    for seed in (26, 27):  # the second run reuses the first one's output buffer
+        x = randn(8, 16, seed=seed) * np.float32(seed)
+        with pool.use():
+            (out,) = run_node(node, [x, g, b], kernel)
+        np.testing.assert_allclose(out, onnx_layer_norm(x, g, b, 1, 1e-5), rtol=1e-4,
+                                   atol=1e-5)

@@ -72,3 +72,45 @@ def test_error_paths() -> None:
     expect_refused(NNRT_UNSUPPORTED_OP, LOG_SOFTMAX, na.LogSoftmax(), [np.zeros(3, np.int32)])
     expect_refused(NNRT_UNSUPPORTED_OP, LOG_SOFTMAX, na.LogSoftmax(), [np.zeros(3, np.int8)],
                    quant_type=ht.QUANT_TYPE_ALL)
+
+
+def _python_log_softmax(x: np.ndarray) -> np.ndarray:
+    """Along the last axis, on Python floats."""
+    out = np.empty(x.shape)
+    for idx in np.ndindex(*x.shape[:-1]):
+        values = [float(v) for v in x[idx]]
+        top = max(values)
+        lse = top + math.log(math.fsum(math.exp(v - top) for v in values))
+        out[idx] = [v - lse for v in values]
+    return out
+
+
+@pytest.mark.parametrize("rows", [1, 4, 5, 64])
+@pytest.mark.parametrize("length", [1, 7, 64, 1500])
+def test_row_shapes(rows: int, length: int) -> None:
+    """Along the last axis: few rows (maxima by reduction) and many (by argmax), rows
+    summed by a matrix product or (beyond 1024 values) by numpy's sum."""
+    x = randn(rows, length, seed=rows + length) * np.float32(4)
+    with np.errstate(all="raise"):
+        out = run_op(LOG_SOFTMAX, na.LogSoftmax(axis=-1), [x])
+    np.testing.assert_allclose(out, _python_log_softmax(x), rtol=1e-5, atol=1e-5)
+
+
+def test_special_values_per_row() -> None:
+    """Many rows (maxima by argmax): -inf entries stay -inf, a row of -inf only or one
+    holding NaN gives NaN, +inf gives NaN there and -inf elsewhere in its row (inf - inf,
+    finite - inf); the other rows are unaffected."""
+    x = randn(6, 5, seed=3) * np.float32(100)
+    x[0, 2] = np.nan
+    x[1, 4] = np.inf
+    x[2, :] = -np.inf
+    x[3, 1] = x[3, 3] = -np.inf
+    with np.errstate(all="raise"):
+        out = run_op(LOG_SOFTMAX, na.LogSoftmax(axis=1), [x])
+    assert np.isnan(out[[0, 2]]).all()
+    assert np.isnan(out[1, 4]) and (out[1, :4] == -np.inf).all()
+    assert out[3, 1] == -np.inf and out[3, 3] == -np.inf
+    finite = x[3, [0, 2, 4]]
+    np.testing.assert_allclose(out[3, [0, 2, 4]], _python_log_softmax(finite[None])[0],
+                               rtol=1e-6)
+    np.testing.assert_allclose(out[4:], _python_log_softmax(x[4:]), rtol=1e-6, atol=1e-6)

@@ -183,3 +183,115 @@ def test_error_paths(kind: int) -> None:
 
 def test_avg_integer_unsupported() -> None:
     expect_refused(NNRT_UNSUPPORTED_OP, AVG, _attrs(AVG), [np.ones((1, 4, 4, 2), np.int32)])
+
+
+# More window geometries: taps missing for many outputs (kernel wider than the input), gaps
+# between windows (stride > kernel), CEIL windows running past the input, a kernel of 1
+# along one axis or both, border windows only (no window wholly inside the input).
+MORE_CASES = [
+    ((3, 4), (5, 5), (1, 1), ht.PAD_MODE_PAD, (2, 2, 2, 2), False, (3, 4), (2, 2)),
+    ((3, 3), (4, 4), (1, 1), ht.PAD_MODE_PAD, (2, 2, 2, 2), False, (4, 4), (2, 2)),
+    ((7, 8), (2, 2), (3, 3), ht.PAD_MODE_VALID, (), False, (2, 3), (0, 0)),
+    ((7, 8), (2, 2), (3, 3), ht.PAD_MODE_VALID, (), True, (3, 3), (0, 0)),
+    ((5, 6), (1, 3), (1, 2), ht.PAD_MODE_PAD, (0, 0, 1, 1), False, (5, 3), (0, 1)),
+    ((5, 6), (3, 1), (2, 1), ht.PAD_MODE_PAD, (1, 1, 0, 0), False, (3, 6), (1, 0)),
+    ((4, 5), (1, 1), (1, 1), ht.PAD_MODE_VALID, (), False, (4, 5), (0, 0)),
+    ((5, 5), (4, 4), (2, 2), ht.PAD_MODE_SAME, (), False, (3, 3), (1, 1)),
+    ((6, 6), (3, 3), (3, 3), ht.PAD_MODE_PAD, (2, 2, 2, 2), True, (3, 3), (2, 2)),
+    ((9, 9), (3, 3), (2, 2), ht.PAD_MODE_PAD, (1, 1, 1, 1), False, (5, 5), (1, 1)),
+]
+
+# One window: covering the whole input (reduced over all H*W cells at once) or not quite.
+WHOLE_CASES = [
+    ((4, 5), (4, 5), (1, 1), ht.PAD_MODE_VALID, (), False, (1, 1), (0, 0)),  # whole
+    ((4, 5), (5, 6), (1, 1), ht.PAD_MODE_PAD, (1, 0, 0, 1), False, (1, 1), (1, 0)),  # whole
+    ((4, 5), (4, 5), (7, 7), ht.PAD_MODE_VALID, (), True, (1, 1), (0, 0)),  # whole
+    ((5, 5), (4, 4), (4, 4), ht.PAD_MODE_VALID, (), False, (1, 1), (0, 0)),  # misses a row
+    ((5, 5), (4, 4), (4, 4), ht.PAD_MODE_VALID, (), True, (2, 2), (0, 0)),
+    ((4, 5), (4, 4), (1, 1), ht.PAD_MODE_VALID, (), False, (1, 2), (0, 0)),
+    ((4, 5), (3, 5), (1, 1), ht.PAD_MODE_VALID, (), False, (2, 1), (0, 0)),
+    ((4, 5), (5, 5), (1, 1), ht.PAD_MODE_PAD, (0, 1, 0, 0), False, (1, 1), (0, 0)),  # whole
+]
+
+
+@pytest.mark.parametrize("kind", [MAX, AVG], ids=["max", "avg"])
+@pytest.mark.parametrize("nchw", [False, True], ids=["nhwc", "nchw"])
+@pytest.mark.parametrize("case", MORE_CASES + WHOLE_CASES,
+                         ids=[f"more{i}" for i in range(len(MORE_CASES))]
+                         + [f"whole{i}" for i in range(len(WHOLE_CASES))])
+def test_more_windows(kind: int, nchw: bool, case) -> None:
+    hw, kernel, strides, mode, pad, ceil, out_hw, before = case
+    x = randn(2, *hw, 3, seed=7)
+    want = pool_reference(x, kind, kernel, strides, before, out_hw)
+    fmt = ht.FORMAT_NCHW if nchw else ht.FORMAT_NHWC
+    attrs = _attrs(kind, kernel, strides, pad, mode, ceil, fmt)
+    if nchw:
+        out = run_op(kind, attrs, [np.ascontiguousarray(x.transpose(0, 3, 1, 2))], fmt=fmt)
+        out = out.transpose(0, 2, 3, 1)
+    else:
+        out = run_op(kind, attrs, [x])
+    assert out.shape == (2, *out_hw, 3)
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind,dtype", [(MAX, np.float16), (MAX, np.float64), (MAX, np.int8),
+                                        (AVG, np.float16), (AVG, np.float64)])
+def test_whole_window_dtypes(kind: int, dtype) -> None:
+    x = (randn(2, 6, 7, 5, seed=8) * 40).astype(dtype)
+    for attrs in (_attrs(kind, (6, 7), (1, 1)),
+                  ATTRS[kind](format=ht.FORMAT_NHWC, **{"global": True})):
+        out = run_op(kind, attrs, [x])
+        assert out.dtype == dtype and out.shape == (2, 1, 1, 5)
+        cells = x.astype(np.float64).reshape(2, 42, 5)
+        want = [[max(cells[n, :, c]) if kind == MAX else sum(cells[n, :, c]) / 42
+                 for c in range(5)] for n in range(2)]
+        tol = 2e-3 if dtype == np.float16 else 1e-12
+        np.testing.assert_allclose(out.astype(np.float64).reshape(2, 5), want, rtol=tol,
+                                   atol=tol)
+
+
+def test_whole_window_nan_and_activation() -> None:
+    x = randn(1, 3, 3, 2, seed=9)
+    x[0, 1, 2, 1] = np.nan
+    out = run_op(MAX, _attrs(MAX, (3, 3), (1, 1), activationType=ht.ACTIVATION_TYPE_RELU),
+                 [x])
+    assert np.isnan(out[0, 0, 0, 1])
+    assert out[0, 0, 0, 0] == max(0.0, float(np.max(x[0, :, :, 0])))
+    out = run_op(AVG, _attrs(AVG, (3, 3), (1, 1), activationType=ht.ACTIVATION_TYPE_RELU),
+                 [x])
+    assert np.isnan(out[0, 0, 0, 1])
+    want = max(0.0, sum(x[0, :, :, 0].ravel().tolist()) / 9)
+    np.testing.assert_allclose(out[0, 0, 0, 0], want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", [MAX, AVG], ids=["max", "avg"])
+def test_runs_in_an_arena_reuse_buffers_correctly(kind: int) -> None:
+    """Two runs of one kernel sharing the run's buffers (padding borders, row pass), the
+    second with other values: each result is that run's own."""
+    from nnrt.drivers.cpu import arena
+    from nnrt.drivers.cpu.kernel import create_kernel
+
+    case = CASES[4]  # PAD (1, 0, 2, 1), CEIL: border windows on every side
+    hw, kernel, strides, mode, pad, ceil, out_hw, before = case
+    node = make_node(kind, _attrs(kind, kernel, strides, pad, mode, ceil),
+                     [randn(2, *hw, 3)])
+    kernel_ = create_kernel(node)
+    pool = arena.ArenaPool(frozenset())
+    for seed in (11, 12, 13):
+        x = randn(2, *hw, 3, seed=seed) - (5 if seed == 12 else 0)
+        with pool.use():
+            (out,) = run_node(node, [x], kernel_)
+            np.testing.assert_allclose(out, pool_reference(x, kind, kernel, strides, before,
+                                                           out_hw), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", [MAX, AVG], ids=["max", "avg"])
+def test_nan_reaches_exactly_the_windows_holding_it(kind: int) -> None:
+    x = randn(1, 5, 6, 2, seed=14)
+    x[0, 3, 0, 1] = np.nan  # row 3, column 0 (a left border cell), channel 1
+    out = run_op(kind, _attrs(kind, (3, 3), (2, 2), (1, 1, 1, 1), ht.PAD_MODE_PAD), [x])
+    assert out.shape == (1, 3, 3, 2)
+    assert not np.isnan(out[..., 0]).any()
+    # Window (oh, ow) covers rows 2*oh-1 .. 2*oh+1 and columns 2*ow-1 .. 2*ow+1.
+    want = [[oh in (1, 2) and ow == 0 for ow in range(3)] for oh in range(3)]
+    assert np.isnan(out[0, :, :, 1]).tolist() == want

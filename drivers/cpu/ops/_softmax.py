@@ -2,6 +2,13 @@
 float32 and rounded once), normalised along one axis into an output of its shape and
 dtype; an empty input gives an empty output.
 
+Computation: along the last axis (the usual case) the input is seen as rows [R, L]. The
+row maxima come from argmax and one gather (numpy's max-reduction of many short rows is
+several times slower; argmax treats NaN as the maximum, as max does), the row sums of
+exp from a matrix product with a ones vector for rows of up to SUM_BY_MATMUL values
+(numpy's pairwise sum beyond). The result is computed in the output's buffer of the
+run's arena. Along another axis: numpy reductions with keepdims.
+
 The leading underscore keeps this module out of the `op_*` auto-import.
 """
 
@@ -12,13 +19,35 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from nnrt.drivers.cpu import arena
 from nnrt.drivers.cpu.kernel import Kernel, invalid
 from nnrt.drivers.cpu.ops._common import FLOAT_DTYPES, cast, computed_dtypes
-from nnrt.server.graph import NodeSpec, Shape
+from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
+
+SUM_BY_MATMUL = 1024  # longest rows summed by a matrix product (pairwise sums beyond)
+
+
+def row_max(rows: np.ndarray) -> np.ndarray:
+    """[R, 1]: the maximum of each row of rows [R, L] (L >= 1); NaN where a row holds one."""
+    if rows.shape[0] <= 4:  # few rows: the reduction's per-row cost does not matter
+        return rows.max(axis=1, keepdims=True)
+    return rows[np.arange(rows.shape[0]), rows.argmax(axis=1)][:, None]
+
+
+def row_sum(rows: np.ndarray, ones: np.ndarray | None) -> np.ndarray:
+    """[R, 1]: the sum of each row of rows [R, L], a fresh array; `ones` is an [L, 1] ones
+    vector of rows' dtype when there is one at hand."""
+    length = rows.shape[1]
+    if length > SUM_BY_MATMUL:
+        return rows.sum(axis=1, keepdims=True)
+    if ones is None or ones.shape[0] != length:
+        ones = np.ones((length, 1), rows.dtype)
+    return np.matmul(rows, ones)
 
 
 class SoftmaxKernel(Kernel):
-    """Sets dtype, work and rank; subclasses choose `axis` and compute `normalise`."""
+    """Sets dtype, work, rank and axis (`node_axis`); subclasses compute `rows` (along the
+    last axis) and `general` (along another one)."""
 
     title = ""  # the operator's name in messages
 
@@ -29,16 +58,38 @@ class SoftmaxKernel(Kernel):
         self.rank = len(node.inputs[0].shape)
         if self.rank == 0:
             raise invalid(node, f"{self.title} needs an input of rank >= 1")
+        self.axis = self.node_axis(node)
+        length = node.inputs[0].shape[-1]
+        self.ones = None  # [L, 1] for row_sum, the declared last dimension L
+        if self.axis == self.rank - 1 and length != DYNAMIC and 0 < length <= SUM_BY_MATMUL:
+            self.ones = np.ones((length, 1), self.work)
+
+    @abstractmethod
+    def node_axis(self, node: NodeSpec) -> int:
+        """The axis the node normalises along, in [0, rank)."""
 
     def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
         return [tuple(input_shapes[0])]
 
     @abstractmethod
-    def normalise(self, x: np.ndarray) -> np.ndarray:
-        """The result in the work dtype for a non-empty x (in the work dtype, read-only)."""
+    def rows(self, x: np.ndarray, out: np.ndarray) -> None:
+        """out [R, L] = the result along the rows of x [R, L] (work dtype, L >= 1, x
+        read-only, errors ignored)."""
+
+    @abstractmethod
+    def general(self, x: np.ndarray, out: np.ndarray) -> None:
+        """out = the result along self.axis of x (work dtype, non-empty, x read-only,
+        errors ignored)."""
 
     def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         x = inputs[0].astype(self.work, copy=False)
         if x.size == 0:
             return [np.empty(x.shape, dtype=self.dtype)]
-        return [cast(self.normalise(x), self.dtype)]
+        out = arena.output(self, 0, x.shape, self.work)  # x untouched
+        with np.errstate(invalid="ignore", over="ignore", under="ignore", divide="ignore"):
+            if self.axis == x.ndim - 1:
+                length = x.shape[-1]
+                self.rows(x.reshape(-1, length), out.reshape(-1, length))
+            else:
+                self.general(x, out)
+        return [cast(out, self.dtype)]

@@ -9,10 +9,19 @@ variance over the dimensions [beginNormAxis:] (semantics.md).
   always sends true, so gamma and beta, when given, are applied whatever the flag says.
 * epsilon is used as sent; negative or non-finite is invalid.
 * Float dtypes, one for every input and the output; float16 is computed in float32.
+
+Computation, on x seen as rows [R, L] (the normalised dimensions are the trailing ones),
+in the output's buffer of the run's arena: the row means from a matrix product with a
+ones vector, x - mean into the output, the variances from the centred rows' dot products
+with themselves (the two-pass form, as accurate as before), one multiplication by
+1 / sqrt(var + epsilon) (computed once per row), then gamma and beta in place. Rows of
+more than ROWS_BY_MATMUL values take numpy's pairwise sums instead of matrix products.
+Constant gamma and beta are converted to the work dtype once, at prepare time.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,10 +36,13 @@ from nnrt.drivers.cpu.ops._common import (
     computed_dtypes,
     epsilon_attr,
     normalize_axis,
+    product,
     same_dim,
 )
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec, Shape
+from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
+
+ROWS_BY_MATMUL = 1024  # longest rows summed by matrix products (pairwise sums beyond)
 
 
 @register(na.NODE_TYPE_LAYER_NORM_FUSION)
@@ -60,6 +72,13 @@ class LayerNormFusion(Kernel):
                     raise invalid(node, f"{name} shape {list(spec.shape)} must be x.shape"
                                         f"[{self.params_axis}:]")
         check_declared_shapes(self)
+        # gamma and beta in the work dtype when constant (None: converted at each run).
+        self.params = [spec.constant.astype(self.work) if spec.is_constant else None
+                       for spec in node.inputs[1:]]
+        length = product(node.inputs[0].shape[self.norm_axes[0]:])
+        self.ones = None  # [L, 1] for the row means: the declared row length L
+        if length != DYNAMIC and 0 < length <= ROWS_BY_MATMUL:
+            self.ones = np.ones((length, 1), self.work)
 
     def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
         x = tuple(input_shapes[0])
@@ -78,12 +97,31 @@ class LayerNormFusion(Kernel):
     def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         self.infer_shapes([a.shape for a in inputs])
         x = inputs[0].astype(self.work, copy=False)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mean = x.mean(axis=self.norm_axes, keepdims=True)
-            y = np.subtract(x, mean, out=arena.output(self, 0, x.shape, self.work))  # x untouched
-            var = np.mean(np.square(y), axis=self.norm_axes, keepdims=True)
-            y /= np.sqrt(var + self.work.type(self.epsilon))
+        out = arena.output(self, 0, x.shape, self.work)  # x untouched
+        if x.size:
+            length = math.prod(x.shape[self.norm_axes[0]:])
+            rows, y = x.reshape(-1, length), out.reshape(-1, length)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if length <= ROWS_BY_MATMUL:
+                    ones = self.ones
+                    if ones is None or ones.shape[0] != length:
+                        ones = np.ones((length, 1), self.work)
+                    mean = np.matmul(rows, ones)
+                    mean /= self.work.type(length)
+                    np.subtract(rows, mean, out=y)
+                    var = np.matmul(y[:, None, :], y[:, :, None]).reshape(-1, 1)
+                else:
+                    np.subtract(rows, rows.mean(axis=1, keepdims=True), out=y)
+                    squares = np.square(y, out=arena.workspace("layer_norm", y.shape,
+                                                               self.work))
+                    var = squares.sum(axis=1, keepdims=True)
+                var /= self.work.type(length)
+                var += self.work.type(self.epsilon)
+                np.sqrt(var, out=var)
+                y *= np.reciprocal(var, out=var)
         if self.affine:
-            y *= inputs[1].astype(self.work, copy=False)
-            y += inputs[2].astype(self.work, copy=False)
-        return [cast(y, self.dtype)]
+            gamma, beta = (inputs[i + 1].astype(self.work, copy=False) if p is None else p
+                           for i, p in enumerate(self.params))
+            out *= gamma
+            out += beta
+        return [cast(out, self.dtype)]

@@ -4,32 +4,46 @@
 0 is also upstream's default). Float dtypes only; float16 is computed in float32 and rounded
 once. Subtracting the maximum keeps exp() from overflowing; a slice holding +inf gives NaN
 there as the formula says, -inf entries give -inf.
+
+Computation (see _softmax): x - max into the output's buffer, its exp in the run's shared
+workspace, then one subtraction of the logs of the sums.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from nnrt.drivers.cpu import arena
 from nnrt.drivers.cpu.kernel import register
 from nnrt.drivers.cpu.ops._common import normalize_axis
-from nnrt.drivers.cpu.ops._softmax import SoftmaxKernel
+from nnrt.drivers.cpu.ops._softmax import SoftmaxKernel, row_max, row_sum
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import NodeSpec
+
+
+def _finite(top: np.ndarray) -> np.ndarray:
+    """The maxima, 0 in place of an infinite one (all -inf / +inf slices: no inf - inf)."""
+    if np.isfinite(top).all():
+        return top
+    return np.where(np.isfinite(top), top, 0)
 
 
 @register(na.NODE_TYPE_LOG_SOFTMAX)
 class LogSoftmax(SoftmaxKernel):
     title = "LogSoftmax"
 
-    def __init__(self, node: NodeSpec) -> None:
-        super().__init__(node)
-        self.axis = normalize_axis(node, int(node.attrs.axis), self.rank)
+    def node_axis(self, node: NodeSpec) -> int:
+        return normalize_axis(node, int(node.attrs.axis), self.rank)
 
-    def normalise(self, x: np.ndarray) -> np.ndarray:
-        with np.errstate(invalid="ignore", over="ignore", under="ignore", divide="ignore"):
-            top = x.max(axis=self.axis, keepdims=True)
-            top = np.where(np.isfinite(top), top, 0)  # all -inf / inf slices: no inf - inf
-            shifted = np.subtract(x, top)  # fresh; x untouched
-            total = np.exp(shifted).sum(axis=self.axis, keepdims=True)
-            shifted -= np.log(total)
-        return shifted
+    def rows(self, x: np.ndarray, out: np.ndarray) -> None:
+        shifted = np.subtract(x, _finite(row_max(x)), out=out)
+        exps = np.exp(shifted, out=arena.workspace("softmax", shifted.shape, shifted.dtype))
+        total = row_sum(exps, self.ones)
+        shifted -= np.log(total, out=total)
+
+    def general(self, x: np.ndarray, out: np.ndarray) -> None:
+        top = _finite(x.max(axis=self.axis, keepdims=True))
+        shifted = np.subtract(x, top, out=out)
+        exps = np.exp(shifted, out=arena.workspace("softmax", shifted.shape, shifted.dtype))
+        total = exps.sum(axis=self.axis, keepdims=True)
+        shifted -= np.log(total, out=total)
