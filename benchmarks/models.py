@@ -28,10 +28,12 @@ Target (issue "The CPU driver, complete"): nnrt within 2x of onnxruntime on each
     pip install -e '.[bench]'
     python benchmarks/models.py [--rounds 15] [--calls 10] [--models mlp,encoder]
     python benchmarks/models.py --in-process     # also the driver's plan alone, no IPC
+    python benchmarks/models.py --per-node --models encoder   # the plan's time per node
 
 `--in-process` adds a column: the same prepared model run directly in this process (the
 driver's execution plan without the client, gRPC and shared-memory copies), which
-separates the kernels' cost from the transport's.
+separates the kernels' cost from the transport's. `--per-node` then lists where the plan's
+time goes: each node's median time inside the plan, the slowest first.
 """
 
 from __future__ import annotations
@@ -398,6 +400,40 @@ def timed(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, calls: int,
     return times
 
 
+def per_node_times(engine: InProcessEngine, x: np.ndarray, runs: int) -> list[tuple[float, str]]:
+    """(median seconds, description) of every node of the plan over `runs` runs, each
+    kernel's execute timed where the plan calls it."""
+    steps = engine.prepared.plan.steps
+    samples: list[list[float]] = [[] for _ in steps]
+    originals = [step.kernel.execute for step in steps]
+
+    def timed_execute(execute, sink):
+        def run(inputs):
+            start = time.perf_counter()
+            result = execute(inputs)
+            sink.append(time.perf_counter() - start)
+            return result
+        return run
+
+    try:
+        for step, sink in zip(steps, samples):
+            step.kernel.execute = timed_execute(step.kernel.execute, sink)
+        for _ in range(runs):
+            engine(x)
+    finally:
+        for step, execute in zip(steps, originals):
+            step.kernel.execute = execute
+    plan = engine.prepared.plan
+    rows = []
+    for step, sink in zip(steps, samples):
+        node = step.kernel.node
+        shapes = " ".join(str(list(plan.shapes[i])) if plan.shapes else "?" for i in step.inputs
+                          if i not in plan.constants)
+        rows.append((statistics.median(sink), f"{node.index:3d} {type(step.kernel).__name__} "
+                                              f"{shapes}"))
+    return sorted(rows, reverse=True)
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -413,7 +449,10 @@ def main() -> int:
                         help="seconds of pause before each engine's calls (default 0.2)")
     parser.add_argument("--in-process", action="store_true",
                         help="also time the driver's plan in this process (no transport)")
+    parser.add_argument("--per-node", action="store_true",
+                        help="with --in-process implied: each node's median time in the plan")
     args = parser.parse_args()
+    args.in_process |= args.per_node
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     unknown = set(names) - set(CASES)
     if unknown:
@@ -476,6 +515,16 @@ def main() -> int:
                 else:
                     line += "   met" if a / b <= TARGET else "   missed"
                 print(line)
+            if args.per_node:
+                for case, _, _, local in engines:
+                    rows = per_node_times(local, case.x, args.rounds * args.calls)
+                    total = sum(t for t, _ in rows)
+                    print(f"\n{case.name}: plan time per node (median ms; sum {total * 1e3:.3f})")
+                    for seconds, what in rows[:12]:
+                        print(f"  {seconds * 1e3:7.3f}  {what}")
+                    if len(rows) > 12:
+                        rest = sum(t for t, _ in rows[12:])
+                        print(f"  {rest * 1e3:7.3f}  the {len(rows) - 12} other nodes")
         finally:
             for _, nnrt, _, _ in engines:
                 nnrt.close()
