@@ -283,6 +283,7 @@ def _gelu_exact(x: np.ndarray) -> np.ndarray:
     docstring for the accuracy of each). Overflow and underflow inside the float32 formula
     are harmless (+-inf in the polynomial gives tanh = +-1): the caller ignores the flags."""
     if x.dtype == np.float64:
+        x = _finite_below(x)  # GELU(-inf) = -0, not 0 * -inf = NaN
         r = normal_cdf(x)
         r *= x
         return r

@@ -87,6 +87,15 @@ def test_gelu_float32_whole_range() -> None:
     assert np.isnan(special[2])
 
 
+def test_gelu_float64_specials() -> None:
+    # The float64 path (Cody's erf) agrees with the float32 one on the specials.
+    x = np.array([np.inf, -np.inf, np.nan, -40.0, 40.0])
+    with np.errstate(all="raise"):
+        got = apply_activation(x, ht.ACTIVATION_TYPE_GELU)
+    assert got[0] == np.inf and got[1] == 0 and np.signbit(got[1]) and np.isnan(got[2])
+    assert got[3] == -40.0 * 0.5 * math.erfc(40.0 / math.sqrt(2)) and got[4] == 40.0
+
+
 def test_gelu_float16_through_float32() -> None:
     # Every float16 value: a float32 result within 2 ulp (float32) of |x|, rounded once to
     # float16; the float16 extremes and specials without floating-point warnings.
