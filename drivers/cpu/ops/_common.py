@@ -491,6 +491,32 @@ def float_attr_as(node: NodeSpec, value: float, dtype: np.dtype, what: str) -> n
         return dtype.type(value)
 
 
+# ----------------------------------------------------------------------------- row sums
+
+SUM_BY_MATMUL = 1024  # longest rows summed by a matrix product (numpy's pairwise sums beyond)
+
+
+def row_ones(length: int, dtype: np.dtype) -> np.ndarray | None:
+    """The [L, 1] ones vector `row_sum` takes for rows of a length known at prepare time
+    (None when it is DYNAMIC, empty or summed by pairwise sums)."""
+    if length == DYNAMIC or not 0 < length <= SUM_BY_MATMUL:
+        return None
+    return np.ones((length, 1), dtype)
+
+
+def row_sum(rows: np.ndarray, ones: np.ndarray | None) -> np.ndarray:
+    """[R, 1]: the sum of each row of rows [R, L], a fresh array: a matrix product with a
+    ones vector for rows of up to SUM_BY_MATMUL values (several times faster than numpy's
+    reduction of many short rows), pairwise sums beyond. `ones` is row_ones(L, rows' dtype)
+    when there is one at hand."""
+    length = rows.shape[1]
+    if length > SUM_BY_MATMUL:
+        return rows.sum(axis=1, keepdims=True)
+    if ones is None or ones.shape[0] != length:
+        ones = np.ones((length, 1), rows.dtype)
+    return np.matmul(rows, ones)
+
+
 class ufunc_buffer:
     """``with ufunc_buffer():`` sets numpy's ufunc buffer size to `size` elements while the
     block runs and restores the previous one after (numpy keeps it per thread / context, so

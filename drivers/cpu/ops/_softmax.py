@@ -5,9 +5,9 @@ dtype; an empty input gives an empty output.
 Computation: along the last axis (the usual case) the input is seen as rows [R, L]. The
 row maxima come from argmax and one gather (numpy's max-reduction of many short rows is
 several times slower; argmax treats NaN as the maximum, as max does), the row sums of
-exp from a matrix product with a ones vector for rows of up to SUM_BY_MATMUL values
-(numpy's pairwise sum beyond). The result is computed in the output's buffer of the
-run's arena. Along another axis: numpy reductions with keepdims.
+exp from `_common.row_sum` (a matrix product with a ones vector for rows of up to
+SUM_BY_MATMUL values, numpy's pairwise sum beyond). The result is computed in the
+output's buffer of the run's arena. Along another axis: numpy reductions with keepdims.
 
 The leading underscore keeps this module out of the `op_*` auto-import.
 """
@@ -21,10 +21,8 @@ import numpy as np
 
 from nnrt.drivers.cpu import arena
 from nnrt.drivers.cpu.kernel import Kernel, invalid
-from nnrt.drivers.cpu.ops._common import FLOAT_DTYPES, cast, computed_dtypes
-from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
-
-SUM_BY_MATMUL = 1024  # longest rows summed by a matrix product (pairwise sums beyond)
+from nnrt.drivers.cpu.ops._common import FLOAT_DTYPES, cast, computed_dtypes, row_ones
+from nnrt.server.graph import NodeSpec, Shape
 
 
 def row_max(rows: np.ndarray) -> np.ndarray:
@@ -32,17 +30,6 @@ def row_max(rows: np.ndarray) -> np.ndarray:
     if rows.shape[0] <= 4:  # few rows: the reduction's per-row cost does not matter
         return rows.max(axis=1, keepdims=True)
     return rows[np.arange(rows.shape[0]), rows.argmax(axis=1)][:, None]
-
-
-def row_sum(rows: np.ndarray, ones: np.ndarray | None) -> np.ndarray:
-    """[R, 1]: the sum of each row of rows [R, L], a fresh array; `ones` is an [L, 1] ones
-    vector of rows' dtype when there is one at hand."""
-    length = rows.shape[1]
-    if length > SUM_BY_MATMUL:
-        return rows.sum(axis=1, keepdims=True)
-    if ones is None or ones.shape[0] != length:
-        ones = np.ones((length, 1), rows.dtype)
-    return np.matmul(rows, ones)
 
 
 class SoftmaxKernel(Kernel):
@@ -59,10 +46,9 @@ class SoftmaxKernel(Kernel):
         if self.rank == 0:
             raise invalid(node, f"{self.title} needs an input of rank >= 1")
         self.axis = self.node_axis(node)
-        length = node.inputs[0].shape[-1]
         self.ones = None  # [L, 1] for row_sum, the declared last dimension L
-        if self.axis == self.rank - 1 and length != DYNAMIC and 0 < length <= SUM_BY_MATMUL:
-            self.ones = np.ones((length, 1), self.work)
+        if self.axis == self.rank - 1:
+            self.ones = row_ones(node.inputs[0].shape[-1], self.work)
 
     @abstractmethod
     def node_axis(self, node: NodeSpec) -> int:

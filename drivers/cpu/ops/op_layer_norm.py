@@ -11,11 +11,11 @@ variance over the dimensions [beginNormAxis:] (semantics.md).
 * Float dtypes, one for every input and the output; float16 is computed in float32.
 
 Computation, on x seen as rows [R, L] (the normalised dimensions are the trailing ones),
-in the output's buffer of the run's arena: the row means from a matrix product with a
-ones vector, x - mean into the output, the variances from the centred rows' dot products
+in the output's buffer of the run's arena: the row means from `_common.row_sum` (a
+matrix product with a ones vector), x - mean into the output, the variances from the centred rows' dot products
 with themselves (the two-pass form, as accurate as before), one multiplication by
 1 / sqrt(var + epsilon) (computed once per row), then gamma and beta in place. Rows of
-more than ROWS_BY_MATMUL values take numpy's pairwise sums instead of matrix products.
+more than SUM_BY_MATMUL values take numpy's pairwise sums instead of matrix products.
 Constant gamma and beta are converted to the work dtype once, at prepare time.
 """
 
@@ -36,13 +36,14 @@ from nnrt.drivers.cpu.ops._common import (
     computed_dtypes,
     epsilon_attr,
     normalize_axis,
+    SUM_BY_MATMUL,
     product,
+    row_ones,
+    row_sum,
     same_dim,
 )
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
-
-ROWS_BY_MATMUL = 1024  # longest rows summed by matrix products (pairwise sums beyond)
+from nnrt.server.graph import NodeSpec, Shape
 
 
 @register(na.NODE_TYPE_LAYER_NORM_FUSION)
@@ -75,10 +76,8 @@ class LayerNormFusion(Kernel):
         # gamma and beta in the work dtype when constant (None: converted at each run).
         self.params = [spec.constant.astype(self.work) if spec.is_constant else None
                        for spec in node.inputs[1:]]
-        length = product(node.inputs[0].shape[self.norm_axes[0]:])
-        self.ones = None  # [L, 1] for the row means: the declared row length L
-        if length != DYNAMIC and 0 < length <= ROWS_BY_MATMUL:
-            self.ones = np.ones((length, 1), self.work)
+        # [L, 1] for the row means: the declared row length L
+        self.ones = row_ones(product(node.inputs[0].shape[self.norm_axes[0]:]), self.work)
 
     def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
         x = tuple(input_shapes[0])
@@ -102,16 +101,12 @@ class LayerNormFusion(Kernel):
             length = math.prod(x.shape[self.norm_axes[0]:])
             rows, y = x.reshape(-1, length), out.reshape(-1, length)
             with np.errstate(divide="ignore", invalid="ignore"):
-                if length <= ROWS_BY_MATMUL:
-                    ones = self.ones
-                    if ones is None or ones.shape[0] != length:
-                        ones = np.ones((length, 1), self.work)
-                    mean = np.matmul(rows, ones)
-                    mean /= self.work.type(length)
-                    np.subtract(rows, mean, out=y)
+                mean = row_sum(rows, self.ones)
+                mean /= self.work.type(length)
+                np.subtract(rows, mean, out=y)
+                if length <= SUM_BY_MATMUL:
                     var = np.matmul(y[:, None, :], y[:, :, None]).reshape(-1, 1)
                 else:
-                    np.subtract(rows, rows.mean(axis=1, keepdims=True), out=y)
                     squares = np.square(y, out=arena.workspace("layer_norm", y.shape,
                                                                self.work))
                     var = squares.sum(axis=1, keepdims=True)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from nnrt.drivers.cpu.kernel import register, unsupported
-from nnrt.drivers.cpu.ops._common import normalize_axis
-from nnrt.drivers.cpu.ops._softmax import SoftmaxKernel, row_max, row_sum
+from nnrt.drivers.cpu.ops._common import normalize_axis, row_sum
+from nnrt.drivers.cpu.ops._softmax import SoftmaxKernel, row_max
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import NodeSpec
 
