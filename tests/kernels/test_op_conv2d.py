@@ -1,6 +1,6 @@
 """Conv2DFusion against a direct convolution written as loops over output positions and
 kernel taps: padding modes, stride, dilation, groups, depthwise with multiplier, bias, NCHW,
-fused activations, im2col blocking, error paths."""
+fused activations, the blocks of copied rows (with and without direct BLAS), error paths."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from math import erf, exp, sqrt
 import numpy as np
 import pytest
 
+from nnrt.drivers.cpu import blas
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.drivers.cpu.ops import op_conv2d
 from nnrt.protos import hdi_types_pb2 as ht
@@ -60,6 +61,14 @@ def conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride=(1
     return out
 
 
+def use_row_gemms(enabled: bool, monkeypatch) -> None:
+    """One GEMM per kernel row wherever the row stride allows it (enabled), or im2col always,
+    whatever the sizes."""
+    limit = 0 if enabled else 1 << 30
+    monkeypatch.setattr(op_conv2d, "_ROW_GEMM_MIN_PIXELS", limit)
+    monkeypatch.setattr(op_conv2d, "_ROW_GEMM_MIN_DEPTH", limit)
+
+
 def _attrs(w: np.ndarray, **kw) -> na.Conv2DFusion:
     return na.Conv2DFusion(kernelSize=list(w.shape[1:3]), **kw)
 
@@ -101,7 +110,9 @@ def test_valid_padding_and_dilation() -> None:
 
 
 @pytest.mark.parametrize("group,in_c,out_c", [(2, 4, 6), (3, 6, 3), (4, 4, 8)])
-def test_grouped(group: int, in_c: int, out_c: int) -> None:
+@pytest.mark.parametrize("row_gemms", [True, False])
+def test_grouped(group: int, in_c: int, out_c: int, row_gemms: bool, monkeypatch) -> None:
+    use_row_gemms(row_gemms, monkeypatch)
     x = randn(2, 5, 5, in_c, seed=8)
     w, b = randn(out_c, 3, 3, in_c // group, seed=9), randn(out_c, seed=10)
     attrs = _attrs(w, group=group, padMode=ht.PAD_MODE_PAD, padList=[1, 1, 1, 1],
@@ -200,14 +211,26 @@ def test_float16_and_float64() -> None:
                                atol=1e-12)
 
 
-@pytest.mark.parametrize("limit", [64, 5 * 7 * 27 * 4 + 1, 3 * 5 * 7 * 27 * 4])
-def test_im2col_blocks(limit: int, monkeypatch) -> None:
-    # Blocks of single rows, of whole images, and of several images at once.
-    monkeypatch.setattr(op_conv2d, "_IM2COL_BLOCK_BYTES", limit)
-    x, w, b = randn(4, 5, 7, 3, seed=31), randn(4, 3, 3, 3, seed=32), randn(4, seed=33)
-    out = run_op(CONV, _attrs(w, padMode=ht.PAD_MODE_SAME), [x, Const(w), Const(b)])
-    np.testing.assert_allclose(out, conv_reference(x, w, b, pads=(1, 1, 1, 1)), rtol=1e-5,
-                               atol=1e-5)
+@pytest.mark.parametrize("limit", [64, 8 * 7 * 9 * 4, 1 << 20])
+@pytest.mark.parametrize("stride, dilation", [((1, 1), (1, 1)), ((2, 1), (1, 1)),
+                                              ((1, 2), (2, 1)), ((3, 2), (2, 1))])
+@pytest.mark.parametrize("direct_blas", [True, False])
+@pytest.mark.parametrize("row_gemms", [True, False])
+def test_copy_blocks(limit: int, stride, dilation, direct_blas: bool, row_gemms: bool,
+                     monkeypatch) -> None:
+    # Blocks of single output rows, of a few rows (with the rows below them that the kernel
+    # also reads), and of whole images; strides and dilations that split the input rows
+    # into phases; one GEMM per kernel row and im2col. The GEMMs through BLAS itself and
+    # through numpy (blas.py's fallback).
+    monkeypatch.setattr(op_conv2d, "_COPY_BLOCK_BYTES", limit)
+    use_row_gemms(row_gemms, monkeypatch)
+    if not direct_blas:
+        monkeypatch.setattr(blas, "_BLAS", None)
+    x, w, b = randn(3, 11, 7, 3, seed=31), randn(4, 3, 3, 3, seed=32), randn(4, seed=33)
+    out = run_op(CONV, _attrs(w, stride=list(stride), dilation=list(dilation),
+                              padList=[1, 2, 1, 0]), [x, Const(w), Const(b)])
+    ref = conv_reference(x, w, b, stride=stride, dilation=dilation, pads=(1, 2, 1, 0))
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_dynamic_spatial_dims() -> None:

@@ -15,17 +15,21 @@ optional bias and fused activation, computed on NHWC (semantics.md "Layout").
   order) — the grouped layout with one input channel per group.
 * Float dtypes only; float16 is computed in float32 and rounded once.
 
-Computation: the windows are a strided view [N, OH, OW, kH, kW, C] of the zero-padded input
-(padded into a buffer of the run's arena whose border is written once). Ordinary and grouped
-convolutions copy blocks of it into an im2col matrix (at most _IM2COL_BLOCK_BYTES at a time,
-one buffer reused from block to block and run to run) for one GEMM per block and group,
-written straight into the output; a 1x1 convolution with stride 1 and no padding is one GEMM
-over the pixels. Depthwise convolution is one `einsum` over the kH*kW taps: with stride 1
-along W each tap reads whole contiguous rows (W*C values) of the padded input against the
-weight tiled along the row, otherwise it reads the window view. The weight is laid out for
-that (one [kH*kW*C/group, outC/group] matrix per group, or [kH, kW, C, m] and its row tiling
-for depthwise) at prepare time when it is constant, at each run otherwise; the window
-geometry of the declared input shape is worked out at prepare time too.
+Computation: ordinary and grouped convolutions with a row stride of 1 and large enough
+images are a sum of GEMMs over the kernel's rows: the padded input rows are copied once,
+each output pixel's kW taps side by side ([rows*OW, kW*C/group], a kH-th of an im2col
+matrix), and kernel row i is one GEMM of the rows from i*dH on with that row's
+[kW*C/group, outC/group] weight, accumulated into the output (`blas.gemm`, BLAS's beta = 1).
+Others copy whole windows (im2col) for one GEMM. Blocks of output rows keep the copies
+under _COPY_BLOCK_BYTES (one workspace buffer reused from block to block and run to run).
+A 1x1 convolution with stride 1 and no padding is one GEMM over the pixels. The
+padded input is a buffer of the run's arena whose border is written once. Depthwise
+convolution is one `einsum` over the kH*kW taps: with stride 1 along W each tap reads whole
+contiguous rows (W*C values) of the padded input against the weight tiled along the row,
+otherwise it reads the window view. The weight is laid out for that (one [kH*kW*C/group,
+outC/group] matrix per group, or [kH, kW, C, m] and its row tiling for depthwise) at prepare
+time when it is constant, at each run otherwise; the window geometry of the declared input
+shape is worked out at prepare time too.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from nnrt.drivers.cpu import arena
+from nnrt.drivers.cpu import arena, blas
 from nnrt.drivers.cpu.kernel import invalid, register
 from nnrt.drivers.cpu.ops._common import (
     Axis1D,
@@ -54,21 +58,13 @@ from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
 log = logging.getLogger(__name__)
 
-_IM2COL_BLOCK_BYTES = 16 << 20  # bound on one im2col block (memory, cache friendliness)
+_COPY_BLOCK_BYTES = 16 << 20  # bound on the copied rows of one block (memory, cache)
+# Where one GEMM per kernel row beats im2col (measured in benchmarks/models.py's ResNet:
+# faster from 32x32 outputs of 64 channels; slower at 8x8, with 3 input channels, and with
+# a row stride of 2, which is left to im2col): output pixels per image, kW*C/group.
+_ROW_GEMM_MIN_PIXELS = 256
+_ROW_GEMM_MIN_DEPTH = 32
 _TILED_WEIGHT_BYTES = 8 << 20  # bound on a depthwise weight tiled along an output row
-
-
-def _blocks(n: int, rows: int, row_bytes: int, limit: int) -> Iterator[tuple[slice, slice]]:
-    """(image slice, output-row slice) blocks whose im2col matrix stays under `limit` bytes."""
-    rows_per_block = max(1, limit // max(row_bytes, 1))
-    if rows_per_block >= rows:
-        images = max(1, rows_per_block // max(rows, 1))
-        for i in range(0, n, images):
-            yield slice(i, min(i + images, n)), slice(0, rows)
-    else:
-        for i in range(n):
-            for r in range(0, rows, rows_per_block):
-                yield slice(i, i + 1), slice(r, min(r + rows_per_block, rows))
 
 
 @register(na.NODE_TYPE_CONV2D_FUSION)
@@ -151,6 +147,10 @@ class Conv2DFusion(ConvKernel):
             x = x.transpose(0, 2, 3, 1)
         n, h, w, _ = x.shape
         out = arena.output(self, 0, (n, ax_h.out, ax_w.out, self.out_c), self.work)
+        bias = None
+        if self.has_bias:
+            bias = self.bias if self.bias is not None else inputs[2].astype(self.work,
+                                                                             copy=False)
         pointwise = (self.kernel == (1, 1) and self.stride == (1, 1) and self.group == 1
                      and ax_h.pad_before == ax_h.pad_after == ax_w.pad_before == ax_w.pad_after
                      == 0)
@@ -162,33 +162,47 @@ class Conv2DFusion(ConvKernel):
             if self.depthwise:
                 self._depthwise(xp, ax_h, ax_w, weight, tiled, out)
             else:
-                self._im2col(windows_nhwc(xp, ax_h, ax_w, self.kernel, self.stride,
-                                          self.dilation), weight, out)
-        if self.has_bias:
-            if self.bias is not None:
-                add_bias(out, self.bias, self.bias_rows)
-            else:
-                out += inputs[2].astype(self.work, copy=False)
+                self._kernel_rows(xp, weight, out)
+        if bias is not None:
+            add_bias(out, bias, self.bias_rows if bias is self.bias else None)
         return self.finish(out)
 
-    def _im2col(self, win: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
-        n, oh, ow, kh, kw, _ = win.shape
+    def _kernel_rows(self, xp: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
+        """Ordinary and grouped convolution of padded xp [N, Hp, Wp, C] into out [N, OH, OW,
+        outC] (see the module's docstring): one GEMM per kernel row, or one over all of them
+        (im2col) where that is faster."""
+        n, oh, ow, _ = out.shape
+        kh, kw = self.kernel
+        (sh, sw), (dh, dw) = self.stride, self.dilation
         gc, og = self.group_c, self.out_c // self.group
-        k = kh * kw * gc
-        blocks = list(_blocks(n, oh, ow * k * win.itemsize, _IM2COL_BLOCK_BYTES))
-        most = max((b[0].stop - b[0].start) * (b[1].stop - b[1].start) for b in blocks) * ow
-        buffer = arena.workspace("im2col", (most, k), self.work)
-        for images, rows in blocks:
-            block = win[images, rows]
-            nb, rb = block.shape[:2]
-            cols = buffer[:nb * rb * ow]
-            target = out[images, rows]  # contiguous: whole images, or rows of one image
-            for g in range(self.group):
-                np.copyto(cols.reshape(nb, rb, ow, kh, kw, gc), block[..., g * gc:(g + 1) * gc])
-                if self.group == 1:
-                    np.matmul(cols, weight[0], out=target.reshape(-1, self.out_c))
-                else:
-                    target[..., g * og:(g + 1) * og] = (cols @ weight[g]).reshape(nb, rb, ow, og)
+        if (sh == 1 and kh > 1 and oh * ow >= _ROW_GEMM_MIN_PIXELS
+                and kw * gc >= _ROW_GEMM_MIN_DEPTH):
+            # Kernel row i of output row r reads input row r + i*dh: the rows are copied once
+            # (each with its kW taps) and kernel row i multiplies them from row i*dh on.
+            depth, halo, shifts = 1, (kh - 1) * dh, [i * dh for i in range(kh)]
+        else:  # every kernel row side by side: im2col, one GEMM
+            depth, halo, shifts = kh, 0, [0]
+        k_copy = depth * kw * gc
+        w_taps = weight.reshape(self.group, kh // depth, k_copy, og)
+        row_bytes = ow * k_copy * xp.itemsize
+        block = max(1, min(oh, _COPY_BLOCK_BYTES // max(row_bytes, 1) - halo))
+        buffer = arena.workspace("im2col", ((block + halo) * ow, k_copy), self.work)
+        _, s_h, s_w, s_c = xp.strides
+        for image in range(n):
+            for r0 in range(0, oh, block):
+                rows = min(block, oh - r0)
+                count = rows + halo
+                copied = buffer[:count * ow]
+                target = out[image, r0:r0 + rows].reshape(rows * ow, self.out_c)
+                for g in range(self.group):
+                    source = np.lib.stride_tricks.as_strided(
+                        xp[image, r0 * sh:, :, g * gc:], shape=(count, ow, depth, kw, gc),
+                        strides=(s_h * sh, s_w * sw, s_h * dh, s_w * dw, s_c), writeable=False)
+                    np.copyto(copied.reshape(count, ow, depth, kw, gc), source)
+                    block_out = target[:, g * og:(g + 1) * og]
+                    for i, shift in enumerate(shifts):
+                        blas.gemm(copied[shift * ow:(shift + rows) * ow], w_taps[g, i], block_out,
+                                  accumulate=i > 0)
 
     def _depthwise(self, xp: np.ndarray, ax_h: Axis1D, ax_w: Axis1D, weight: np.ndarray,
                    tiled: np.ndarray | None, out: np.ndarray) -> None:
