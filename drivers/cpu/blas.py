@@ -46,6 +46,8 @@ class _Blas:
 
     def __init__(self, path: str, sgemm, dgemm, int_type) -> None:
         self.path = path
+        # the largest dimension or leading dimension the library's integers hold
+        self.max_int = 2 ** (8 * ctypes.sizeof(int_type) - 1) - 1
         self.functions = {np.dtype(np.float32): sgemm, np.dtype(np.float64): dgemm}
         for function, real in ((sgemm, ctypes.c_float), (dgemm, ctypes.c_double)):
             function.restype = None
@@ -116,6 +118,8 @@ def _call(blas: _Blas, a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: floa
         return False
     la, lb, lc = _leading(a), _leading(b), _leading(out)
     if la is None or lb is None or lc is None or lc[0] != _NO_TRANS:
+        return False
+    if max(m, n, k, la[1], lb[1], lc[1]) > blas.max_int:
         return False
     if np.may_share_memory(out, a) or np.may_share_memory(out, b):
         return False

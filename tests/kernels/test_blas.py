@@ -175,3 +175,14 @@ def test_which_operands_go_to_blas_itself() -> None:
         assert not blas._call(blas._BLAS, x, y, out, 1.0)
     square = np.ones((5, 5), np.float32)
     assert not blas._call(blas._BLAS, square, square, square, 1.0)  # overlapping
+
+
+def test_dimensions_beyond_the_librarys_integers_are_not_passed(monkeypatch) -> None:
+    if not blas.direct():
+        pytest.skip("no BLAS library of numpy's in this process")
+    a, b, c = operands(6, 5, 4, np.float32, seed=5)
+    monkeypatch.setattr(blas._BLAS, "max_int", 5)  # as if 6 rows did not fit a C int
+    assert not blas._call(blas._BLAS, a, b, c, 1.0)
+    expected = c + reference(a, b)
+    blas.gemm(a, b, c, accumulate=True)  # numpy does it
+    np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
