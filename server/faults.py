@@ -37,6 +37,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.device import CancelCheck
@@ -72,8 +73,9 @@ class Faults:
         if self.device_status is not None and self.device_status not in DEVICE_STATUS.values():
             raise ValueError(f"device_status {self.device_status} is no DeviceStatus")
 
-    @property
+    @cached_property
     def any(self) -> bool:
+        # Worked out once per (immutable) value: every Run asks.
         return self != Faults()
 
     def describe(self) -> str:
