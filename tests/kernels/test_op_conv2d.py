@@ -61,12 +61,17 @@ def conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride=(1
     return out
 
 
-def use_row_gemms(enabled: bool, monkeypatch) -> None:
-    """One GEMM per kernel row wherever the row stride allows it (enabled), or im2col always,
-    whatever the sizes."""
-    limit = 0 if enabled else 1 << 30
+DEFAULT_THRESHOLDS = (op_conv2d._ROW_GEMM_MIN_PIXELS, op_conv2d._ROW_GEMM_MIN_DEPTH)
+
+
+@pytest.fixture(autouse=True, params=["row GEMMs", "im2col"])
+def computation(request, monkeypatch) -> str:
+    """Every test twice: with one GEMM per kernel row wherever the row stride allows it, and
+    with im2col always, whatever the sizes (the thresholds that choose between them)."""
+    limit = 0 if request.param == "row GEMMs" else 1 << 30
     monkeypatch.setattr(op_conv2d, "_ROW_GEMM_MIN_PIXELS", limit)
     monkeypatch.setattr(op_conv2d, "_ROW_GEMM_MIN_DEPTH", limit)
+    return request.param
 
 
 def _attrs(w: np.ndarray, **kw) -> na.Conv2DFusion:
@@ -110,9 +115,7 @@ def test_valid_padding_and_dilation() -> None:
 
 
 @pytest.mark.parametrize("group,in_c,out_c", [(2, 4, 6), (3, 6, 3), (4, 4, 8)])
-@pytest.mark.parametrize("row_gemms", [True, False])
-def test_grouped(group: int, in_c: int, out_c: int, row_gemms: bool, monkeypatch) -> None:
-    use_row_gemms(row_gemms, monkeypatch)
+def test_grouped(group: int, in_c: int, out_c: int) -> None:
     x = randn(2, 5, 5, in_c, seed=8)
     w, b = randn(out_c, 3, 3, in_c // group, seed=9), randn(out_c, seed=10)
     attrs = _attrs(w, group=group, padMode=ht.PAD_MODE_PAD, padList=[1, 1, 1, 1],
@@ -215,15 +218,12 @@ def test_float16_and_float64() -> None:
 @pytest.mark.parametrize("stride, dilation", [((1, 1), (1, 1)), ((2, 1), (1, 1)),
                                               ((1, 2), (2, 1)), ((3, 2), (2, 1))])
 @pytest.mark.parametrize("direct_blas", [True, False])
-@pytest.mark.parametrize("row_gemms", [True, False])
-def test_copy_blocks(limit: int, stride, dilation, direct_blas: bool, row_gemms: bool,
-                     monkeypatch) -> None:
+def test_copy_blocks(limit: int, stride, dilation, direct_blas: bool, monkeypatch) -> None:
     # Blocks of single output rows, of a few rows (with the rows below them that the kernel
     # also reads), and of whole images; strides and dilations that split the input rows
     # into phases; one GEMM per kernel row and im2col. The GEMMs through BLAS itself and
     # through numpy (blas.py's fallback).
     monkeypatch.setattr(op_conv2d, "_COPY_BLOCK_BYTES", limit)
-    use_row_gemms(row_gemms, monkeypatch)
     if not direct_blas:
         monkeypatch.setattr(blas, "_BLAS", None)
     x, w, b = randn(3, 11, 7, 3, seed=31), randn(4, 3, 3, 3, seed=32), randn(4, seed=33)
@@ -284,3 +284,31 @@ def test_run_time_shape_errors() -> None:
     kernel = create_kernel(node)
     expect_error(NNRT_INVALID_SHAPE, lambda: kernel.infer_shapes([(1, 2, 2, 4), w.shape]))
     expect_error(NNRT_INVALID_SHAPE, lambda: kernel.infer_shapes([(1, 5, 5, 3), w.shape]))
+
+
+@pytest.mark.parametrize("shape, stride, row_gemms", [
+    ((1, 32, 32, 64), 1, True),  # ResNet's 3x3 layers: one GEMM per kernel row
+    ((1, 32, 32, 64), 2, False),  # a row stride of 2: im2col
+    ((1, 8, 8, 256), 1, False),  # 64 output pixels: im2col
+    ((1, 64, 64, 3), 1, False),  # 3 input channels: im2col
+])
+def test_which_computation_a_convolution_takes(shape, stride: int, row_gemms: bool,
+                                               computation: str, monkeypatch) -> None:
+    if computation != "im2col":
+        pytest.skip("the default thresholds, once")
+    monkeypatch.setattr(op_conv2d, "_ROW_GEMM_MIN_PIXELS", DEFAULT_THRESHOLDS[0])
+    monkeypatch.setattr(op_conv2d, "_ROW_GEMM_MIN_DEPTH", DEFAULT_THRESHOLDS[1])
+    accumulated = []
+    gemm = blas.gemm
+
+    def spy(a, b, out, accumulate=False):
+        accumulated.append(accumulate)
+        gemm(a, b, out, accumulate)
+
+    monkeypatch.setattr(blas, "gemm", spy)
+    x, w = randn(*shape, seed=40), randn(4, 3, 3, shape[3], seed=41)
+    out = run_op(CONV, _attrs(w, stride=[stride, stride], padList=[1, 1, 1, 1]), [x, Const(w)])
+    assert any(accumulated) == row_gemms
+    ref = conv_reference(x[:, :12, :12], w, None, (stride, stride), pads=(1, 0, 1, 0))
+    rows = ref.shape[1] - 1  # the corner whose windows lie inside x[:, :12, :12] and its padding
+    np.testing.assert_allclose(out[:, :rows, :rows], ref[:, :rows, :rows], rtol=1e-4, atol=1e-4)
