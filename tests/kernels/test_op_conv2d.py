@@ -312,3 +312,24 @@ def test_which_computation_a_convolution_takes(shape, stride: int, row_gemms: bo
     ref = conv_reference(x[:, :12, :12], w, None, (stride, stride), pads=(1, 0, 1, 0))
     rows = ref.shape[1] - 1  # the corner whose windows lie inside x[:, :12, :12] and its padding
     np.testing.assert_allclose(out[:, :rows, :rows], ref[:, :rows, :rows], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n, rows, halo, row_bytes, limit", [
+    (5, 4, 0, 10, 80),  # two whole images per block, the last block one image
+    (5, 4, 0, 10, 1000),  # every image in one block
+    (3, 7, 2, 10, 50),  # rows of one image: 3 rows (+2 halo) per block
+    (2, 7, 0, 10, 5),  # a block is never less than one row
+    (2, 3, 2, 10, 10),  # nor when the halo alone is over the limit
+])
+def test_blocks_cover_every_row_once(n: int, rows: int, halo: int, row_bytes: int, limit: int,
+                                     monkeypatch) -> None:
+    monkeypatch.setattr(op_conv2d, "_COPY_BLOCK_BYTES", limit)
+    blocks = op_conv2d._blocks(n, rows, halo, row_bytes)
+    covered = [(i, r) for images, r0, count in blocks
+               for i in range(images.start, images.stop) for r in range(r0, r0 + count)]
+    assert sorted(covered) == [(i, r) for i in range(n) for r in range(rows)]
+    for images, r0, count in blocks:
+        several = images.stop - images.start > 1
+        assert not several or (halo == 0 and r0 == 0 and count == rows)
+        if count > 1:
+            assert (images.stop - images.start) * (count + halo) * row_bytes <= limit

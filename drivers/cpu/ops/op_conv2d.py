@@ -35,7 +35,7 @@ shape is worked out at prepare time too.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -65,6 +65,18 @@ _COPY_BLOCK_BYTES = 16 << 20  # bound on the copied rows of one block (memory, c
 _ROW_GEMM_MIN_PIXELS = 256
 _ROW_GEMM_MIN_DEPTH = 32
 _TILED_WEIGHT_BYTES = 8 << 20  # bound on a depthwise weight tiled along an output row
+
+
+def _blocks(n: int, rows: int, halo: int, row_bytes: int) -> list[tuple[slice, int, int]]:
+    """(images, first output row, output rows) blocks whose copied input rows (the output
+    rows and the `halo` rows below them) stay under _COPY_BLOCK_BYTES: several whole images
+    at once where they fit and need no halo, else rows of one image."""
+    per_block = max(1, _COPY_BLOCK_BYTES // max(row_bytes, 1) - halo)
+    if per_block >= rows and halo == 0:
+        images = max(1, per_block // max(rows, 1))
+        return [(slice(i, min(i + images, n)), 0, rows) for i in range(0, n, images)]
+    return [(slice(i, i + 1), r, min(per_block, rows - r))
+            for i in range(n) for r in range(0, rows, per_block)]
 
 
 @register(na.NODE_TYPE_CONV2D_FUSION)
@@ -184,25 +196,24 @@ class Conv2DFusion(ConvKernel):
             depth, halo, shifts = kh, 0, [0]
         k_copy = depth * kw * gc
         w_taps = weight.reshape(self.group, kh // depth, k_copy, og)
-        row_bytes = ow * k_copy * xp.itemsize
-        block = max(1, min(oh, _COPY_BLOCK_BYTES // max(row_bytes, 1) - halo))
-        buffer = arena.workspace("im2col", ((block + halo) * ow, k_copy), self.work)
-        _, s_h, s_w, s_c = xp.strides
-        for image in range(n):
-            for r0 in range(0, oh, block):
-                rows = min(block, oh - r0)
-                count = rows + halo
-                copied = buffer[:count * ow]
-                target = out[image, r0:r0 + rows].reshape(rows * ow, self.out_c)
-                for g in range(self.group):
-                    source = np.lib.stride_tricks.as_strided(
-                        xp[image, r0 * sh:, :, g * gc:], shape=(count, ow, depth, kw, gc),
-                        strides=(s_h * sh, s_w * sw, s_h * dh, s_w * dw, s_c), writeable=False)
-                    np.copyto(copied.reshape(count, ow, depth, kw, gc), source)
-                    block_out = target[:, g * og:(g + 1) * og]
-                    for i, shift in enumerate(shifts):
-                        blas.gemm(copied[shift * ow:(shift + rows) * ow], w_taps[g, i], block_out,
-                                  accumulate=i > 0)
+        blocks = _blocks(n, oh, halo, ow * k_copy * xp.itemsize)
+        most = max((b[0].stop - b[0].start) * (b[2] + halo) for b in blocks) * ow
+        buffer = arena.workspace("im2col", (most, k_copy), self.work)
+        s_n, s_h, s_w, s_c = xp.strides
+        for images, r0, rows in blocks:
+            nb, count = images.stop - images.start, rows + halo
+            copied = buffer[:nb * count * ow]
+            # contiguous: whole images, or rows of one image
+            target = out[images, r0:r0 + rows].reshape(nb * rows * ow, self.out_c)
+            for g in range(self.group):
+                source = np.lib.stride_tricks.as_strided(
+                    xp[images.start, r0 * sh:, :, g * gc:], shape=(nb, count, ow, depth, kw, gc),
+                    strides=(s_n, s_h * sh, s_w * sw, s_h * dh, s_w * dw, s_c), writeable=False)
+                np.copyto(copied.reshape(nb, count, ow, depth, kw, gc), source)
+                block_out = target[:, g * og:(g + 1) * og]
+                for i, shift in enumerate(shifts):  # several shifts: one image (a halo)
+                    blas.gemm(copied[shift * ow:shift * ow + nb * rows * ow], w_taps[g, i],
+                              block_out, accumulate=i > 0)
 
     def _depthwise(self, xp: np.ndarray, ax_h: Axis1D, ax_w: Axis1D, weight: np.ndarray,
                    tiled: np.ndarray | None, out: np.ndarray) -> None:
