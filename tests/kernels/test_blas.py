@@ -35,7 +35,11 @@ def path(request, monkeypatch) -> str:
 
 
 def test_the_direct_path_is_found() -> None:
-    # numpy's wheels bundle scipy-openblas; CI installs them.
+    # numpy's wheels bundle scipy-openblas (CI installs them): found, and passed its check.
+    if os.environ.get(blas.ENV) == "0":
+        pytest.skip(f"{blas.ENV}=0")
+    if not any("blas" in path.rsplit("/", 1)[-1] for path in blas._candidate_paths()):
+        pytest.skip("this numpy loaded no BLAS library by a name with 'blas' in it")
     assert blas.direct()
 
 
