@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -159,10 +160,6 @@ class Conv2DFusion(ConvKernel):
             x = x.transpose(0, 2, 3, 1)
         n, h, w, _ = x.shape
         out = arena.output(self, 0, (n, ax_h.out, ax_w.out, self.out_c), self.work)
-        bias = None
-        if self.has_bias:
-            bias = self.bias if self.bias is not None else inputs[2].astype(self.work,
-                                                                             copy=False)
         pointwise = (self.kernel == (1, 1) and self.stride == (1, 1) and self.group == 1
                      and ax_h.pad_before == ax_h.pad_after == ax_w.pad_before == ax_w.pad_after
                      == 0)
@@ -174,12 +171,16 @@ class Conv2DFusion(ConvKernel):
             if self.depthwise:
                 self._depthwise(xp, ax_h, ax_w, weight, tiled, out)
             else:
-                self._kernel_rows(xp, weight, out)
-        if bias is not None:
-            add_bias(out, bias, self.bias_rows if bias is self.bias else None)
+                self._kernel_rows(xp, ax_h, ax_w, weight, out)
+        if self.has_bias:
+            if self.bias is not None:
+                add_bias(out, self.bias, self.bias_rows)
+            else:
+                out += inputs[2].astype(self.work, copy=False)
         return self.finish(out)
 
-    def _kernel_rows(self, xp: np.ndarray, weight: np.ndarray, out: np.ndarray) -> None:
+    def _kernel_rows(self, xp: np.ndarray, ax_h: Axis1D, ax_w: Axis1D, weight: np.ndarray,
+                     out: np.ndarray) -> None:
         """Ordinary and grouped convolution of padded xp [N, Hp, Wp, C] into out [N, OH, OW,
         outC] (see the module's docstring): one GEMM per kernel row, or one over all of them
         (im2col) where that is faster."""
@@ -192,24 +193,25 @@ class Conv2DFusion(ConvKernel):
             # Kernel row i of output row r reads input row r + i*dh: the rows are copied once
             # (each with its kW taps) and kernel row i multiplies them from row i*dh on.
             depth, halo, shifts = 1, (kh - 1) * dh, [i * dh for i in range(kh)]
+            # windows one row high over every input row read: [N, OH + halo, OW, 1, kW, C]
+            windows = windows_nhwc(xp, replace(ax_h, out=oh + halo), ax_w, (1, kw), (1, sw),
+                                   (1, dw))
         else:  # every kernel row side by side: im2col, one GEMM
             depth, halo, shifts = kh, 0, [0]
+            windows = windows_nhwc(xp, ax_h, ax_w, self.kernel, self.stride, self.dilation)
         k_copy = depth * kw * gc
         w_taps = weight.reshape(self.group, kh // depth, k_copy, og)
         blocks = _blocks(n, oh, halo, ow * k_copy * xp.itemsize)
         most = max((b[0].stop - b[0].start) * (b[2] + halo) for b in blocks) * ow
         buffer = arena.workspace("im2col", (most, k_copy), self.work)
-        s_n, s_h, s_w, s_c = xp.strides
         for images, r0, rows in blocks:
             nb, count = images.stop - images.start, rows + halo
             copied = buffer[:nb * count * ow]
             # contiguous: whole images, or rows of one image
             target = out[images, r0:r0 + rows].reshape(nb * rows * ow, self.out_c)
             for g in range(self.group):
-                source = np.lib.stride_tricks.as_strided(
-                    xp[images.start, r0 * sh:, :, g * gc:], shape=(nb, count, ow, depth, kw, gc),
-                    strides=(s_n, s_h * sh, s_w * sw, s_h * dh, s_w * dw, s_c), writeable=False)
-                np.copyto(copied.reshape(nb, count, ow, depth, kw, gc), source)
+                np.copyto(copied.reshape(nb, count, ow, depth, kw, gc),
+                          windows[images, r0:r0 + count, ..., g * gc:(g + 1) * gc])
                 block_out = target[:, g * og:(g + 1) * og]
                 for i, shift in enumerate(shifts):  # several shifts: one image (a halo)
                     blas.gemm(copied[shift * ow:shift * ow + nb * rows * ow], w_taps[g, i],
