@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -11,13 +10,12 @@ from nnrt.drivers.cpu import ops  # noqa: F401  (every kernel loaded before the 
 from nnrt.drivers.cpu.float16 import to_float16
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.drivers.reference import supported_operations
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import graph_cache
 from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
 from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, DriverError
 from nnrt.server.graph import Graph, Shape
-
-log = logging.getLogger(__name__)
 
 
 class CpuPreparedModel(PreparedModel):
@@ -59,21 +57,7 @@ class CpuDevice(Device):
         return f"{self.name} {self.vendor} {self.version}"
 
     def supported_operations(self, graph: Graph) -> list[bool]:
-        answers = []
-        for node in graph.nodes:
-            if node.index in graph.undecodable:
-                answers.append(False)
-                continue
-            try:
-                create_kernel(node)
-                answers.append(True)
-            except DriverError as exc:
-                log.info("GetSupportedOperation: %s", exc.message)
-                answers.append(False)
-            except Exception:  # a malformed node must not fail the whole query
-                log.exception("GetSupportedOperation: node %d rejected", node.index)
-                answers.append(False)
-        return answers
+        return supported_operations(graph, create_kernel)
 
     def prepare(self, graph: Graph, config: PrepareConfig) -> PreparedModel:
         return CpuPreparedModel(graph, config, self.identity)

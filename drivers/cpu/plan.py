@@ -21,8 +21,9 @@ import numpy as np
 
 from nnrt.drivers.cpu.arena import ArenaPool
 from nnrt.drivers.cpu.kernel import Kernel, create_kernel
+from nnrt.drivers.reference import infer_graph_shapes
 from nnrt.server.device import CancelCheck
-from nnrt.server.errors import NNRT_FAILED, NNRT_INVALID_SHAPE, NNRT_TIME_OUT, DriverError
+from nnrt.server.errors import NNRT_FAILED, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import DYNAMIC, Graph, Shape
 
 log = logging.getLogger(__name__)
@@ -34,12 +35,6 @@ class Step:
     inputs: tuple[int, ...]  # tensor indices
     outputs: tuple[int, ...]
     drop_after: tuple[int, ...]  # intermediates whose last reader is this step
-
-
-def _compatible(declared: Shape, inferred: Shape) -> bool:
-    return len(declared) == len(inferred) and all(
-        d == DYNAMIC or i == DYNAMIC or d == i for d, i in zip(declared, inferred)
-    )
 
 
 class ExecutionPlan:
@@ -74,21 +69,8 @@ class ExecutionPlan:
 
     def infer(self, input_shapes: dict[int, Shape]) -> dict[int, Shape]:
         """Shapes of every tensor for these input shapes; DriverError on a mismatch."""
-        shapes = dict(input_shapes)
-        shapes.update({i: c.shape for i, c in self.constants.items()})
-        for step in self.steps:
-            node = step.kernel.node
-            outs = step.kernel.infer_shapes([shapes[i] for i in step.inputs])
-            for spec, shape in zip(node.outputs, outs):
-                shape = tuple(int(d) for d in shape)
-                if not _compatible(spec.shape, shape):
-                    raise DriverError(
-                        NNRT_INVALID_SHAPE,
-                        f"node {node.index} ({node.name}): output {spec.name!r} is declared "
-                        f"{list(spec.shape)} but computes {list(shape)}",
-                    )
-                shapes[spec.index] = shape
-        return shapes
+        return infer_graph_shapes([step.kernel for step in self.steps], input_shapes,
+                                  self.constants)
 
     def output_shapes(self) -> list[Shape] | None:
         if self.shapes is None:

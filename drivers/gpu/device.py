@@ -1,0 +1,100 @@
+"""The GPU device: the validated graph as OpenCL kernels on one OpenCL device.
+
+`nnrt-driver gpu --cl-device gpu|any|P:D` picks the device (drivers/gpu/opencl.py); the
+model becomes a `GpuPlan` (drivers/gpu/plan.py) of ops from drivers/gpu/ops. Name and
+vendor are the OpenCL device's own; `nnrt devices` and the admin status show the platform,
+device, driver version and memory (`details`).
+
+Float16: the kernels compute in float32. `IsFloat16PrecisionSupported` is false, so
+EnableFloat16 is refused by the host; half-precision kernels would need cl_khr_fp16, which
+neither PoCL's CPU device nor NVIDIA's OpenCL driver offers, so they could not be tested.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..reference import supported_operations
+from . import model_cache
+from .kernel import create_op
+from .opencl import ClRuntime, choose_device
+from .plan import GpuPlan
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.server import graph_cache
+from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
+from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, DriverError
+from nnrt.server.graph import Graph, Shape
+
+log = logging.getLogger(__name__)
+
+DRIVER_VERSION = "0.1.0"
+
+
+class GpuPreparedModel(PreparedModel):
+    def __init__(self, graph: Graph, device: GpuDevice) -> None:
+        super().__init__(graph.inputs, graph.outputs)
+        self.graph = graph
+        self.device = device
+        self.plan = GpuPlan(graph, device.runtime, f"model {graph.name!r}")
+
+    def static_output_shapes(self) -> list[Shape] | None:
+        return self.plan.output_shapes()
+
+    def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
+        return self.plan.run(inputs, cancelled)
+
+    def export_cache(self) -> list[bytes]:
+        programs = self.device.runtime.programs
+        binaries = {key: programs.binary(key) for key in sorted(self.plan.programs)}
+        return [graph_cache.encode(self.graph, self.device.identity),
+                model_cache.encode(binaries, self.device.identity)]
+
+    def close(self) -> None:
+        self.plan.close()
+
+
+class GpuDevice(Device):
+    kind = "gpu"
+    version = DRIVER_VERSION
+    device_type = ht.GPU
+    capabilities = Capabilities(float16=False, dynamic_input=True, model_cache=True)
+
+    def __init__(self, cl_device: str = "gpu", memory_limit_mb: int | None = None) -> None:
+        found = choose_device(cl_device)
+        self.runtime = ClRuntime(found, None if memory_limit_mb is None
+                                 else memory_limit_mb << 20)
+        self.name = found.device.name.strip()
+        self.vendor = found.device.vendor.strip()
+        log.info("OpenCL device %s; driver %s; %d MiB global memory (budget %d MiB)%s",
+                 found.describe(), found.device.driver_version,
+                 found.device.global_mem_size >> 20, self.runtime.memory.limit >> 20,
+                 "; host-unified memory" if self.runtime.unified_memory else "")
+
+    @property
+    def identity(self) -> str:
+        """What a model cache must have been written by to be read here."""
+        return f"nnrt-gpu {self.version} | {self.runtime.identity}"
+
+    def details(self) -> dict[str, str]:
+        return {**self.runtime.details(), **self.runtime.status()}
+
+    def supported_operations(self, graph: Graph) -> list[bool]:
+        return supported_operations(graph, create_op)
+
+    def prepare(self, graph: Graph, config: PrepareConfig) -> PreparedModel:
+        return GpuPreparedModel(graph, self)
+
+    def prepare_from_cache(self, blobs: Sequence[bytes], config: PrepareConfig) -> PreparedModel:
+        if len(blobs) != 2:
+            raise DriverError(NNRT_INVALID_MODEL_CACHE,
+                              f"{len(blobs)} cache buffers, expected 2 (graph, programs)")
+        graph = graph_cache.decode(blobs[0], self.identity)
+        for key, binary in model_cache.decode(blobs[1], self.identity).items():
+            self.runtime.programs.offer_binary(key, binary)
+        return GpuPreparedModel(graph, self)
+
+    def close(self) -> None:
+        self.runtime.close()

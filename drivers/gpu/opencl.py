@@ -1,0 +1,313 @@
+"""The OpenCL side of the GPU driver: which device, its context and queue, the programs built
+for it, and its memory as a budget.
+
+One `ClRuntime` per driver process. Everything the prepared models enqueue goes to its one
+in-order queue. Programs are built once per distinct (source, options) in the process and
+shared by every model; their binaries (`CL_PROGRAM_BINARIES`) travel in model caches so
+that a model prepared from its cache builds nothing. Device memory is a budget: every
+buffer the driver creates is reserved against the device's global memory (or the operator's
+`--gpu-memory-mb`) first, so that a model that does not fit is refused with
+NNRT_OUT_OF_MEMORY at prepare instead of failing somewhere inside the OpenCL driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+# A daemon has no business writing pyopencl's compiler cache into its user's home directory;
+# the driver keeps its own program cache (in memory and in model caches).
+os.environ.setdefault("PYOPENCL_NO_CACHE", "1")
+import pyopencl as cl  # noqa: E402
+
+from nnrt.server.errors import (  # noqa: E402
+    NNRT_DEVICE_ERROR,
+    NNRT_FAILED,
+    NNRT_OUT_OF_MEMORY,
+    DriverError,
+)
+
+log = logging.getLogger(__name__)
+
+# OpenCL status codes that mean "not enough memory or resources" (cl.h).
+_OUT_OF_MEMORY_CODES = {
+    -4,  # CL_MEM_OBJECT_ALLOCATION_FAILURE
+    -5,  # CL_OUT_OF_RESOURCES
+    -6,  # CL_OUT_OF_HOST_MEMORY
+    -61,  # CL_INVALID_BUFFER_SIZE (beyond CL_DEVICE_MAX_MEM_ALLOC_SIZE)
+}
+# ... and those that mean the device itself is gone or broken.
+_DEVICE_LOST_CODES = {
+    -2,  # CL_DEVICE_NOT_AVAILABLE
+    -14,  # CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST
+    -9999,  # NVIDIA: illegal read or write to a buffer (the context is unusable afterwards)
+}
+
+
+class DeviceChoiceError(RuntimeError):
+    """No OpenCL device matches --cl-device; the message lists what was found."""
+
+
+@dataclass(frozen=True)
+class FoundDevice:
+    platform_index: int
+    device_index: int
+    platform: cl.Platform
+    device: cl.Device
+
+    @property
+    def is_gpu(self) -> bool:
+        return bool(self.device.type & cl.device_type.GPU)
+
+    def describe(self) -> str:
+        kind = cl.device_type.to_string(self.device.type).replace("ALL | ", "")
+        return (f"{self.platform_index}:{self.device_index} {self.device.name.strip()} "
+                f"({kind}, platform {self.platform.name.strip()!r}, "
+                f"{self.device.global_mem_size >> 20} MiB)")
+
+
+def found_devices() -> list[FoundDevice]:
+    """Every OpenCL device of every platform the ICD loader finds, in index order."""
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:  # CL_PLATFORM_NOT_FOUND_KHR: no ICD at all
+        return []
+    found = []
+    for p_index, platform in enumerate(platforms):
+        try:
+            devices = platform.get_devices()
+        except cl.Error:  # CL_DEVICE_NOT_FOUND on a platform with no device
+            continue
+        found.extend(FoundDevice(p_index, d_index, platform, device)
+                     for d_index, device in enumerate(devices))
+    return found
+
+
+def choose_device(choice: str) -> FoundDevice:
+    """The device `--cl-device` names: `gpu` (the first of type GPU), `any` (the first of
+    any type) or `P:D` (platform and device index)."""
+    found = found_devices()
+    listing = ("; ".join(f.describe() for f in found) if found
+               else "none (no OpenCL platform: is an ICD installed in /etc/OpenCL/vendors "
+                    "or named by OCL_ICD_VENDORS?)")
+    hint = (f"OpenCL devices found: {listing}. Pick one with --cl-device P:D, or "
+            f"--cl-device any for any type (PoCL's CPU device included)")
+    if choice == "gpu":
+        gpus = [f for f in found if f.is_gpu]
+        if not gpus:
+            raise DeviceChoiceError(f"no OpenCL device of type GPU. {hint}")
+        return gpus[0]
+    if choice == "any":
+        if not found:
+            raise DeviceChoiceError(f"no OpenCL device. {hint}")
+        return found[0]
+    platform, sep, device = choice.partition(":")
+    if not (sep and platform.isdigit() and device.isdigit()):
+        raise DeviceChoiceError(f"--cl-device {choice!r} is not gpu, any or P:D. {hint}")
+    for f in found:
+        if (f.platform_index, f.device_index) == (int(platform), int(device)):
+            return f
+    raise DeviceChoiceError(f"no OpenCL device {choice}. {hint}")
+
+
+def cl_error(exc: Exception, what: str) -> DriverError:
+    """The HDI code of an OpenCL failure: out of memory / resources, a lost device, or
+    NNRT_FAILED; logged here with the OpenCL code."""
+    status = getattr(exc, "code", None)
+    status = status() if callable(status) else status
+    if isinstance(exc, cl.MemoryError) or status in _OUT_OF_MEMORY_CODES:
+        result = NNRT_OUT_OF_MEMORY
+    elif status in _DEVICE_LOST_CODES:
+        result = NNRT_DEVICE_ERROR
+    else:
+        result = NNRT_FAILED
+    log.error("%s: OpenCL error %s: %s", what, status, exc)
+    return DriverError(result, f"{what}: OpenCL error {status}: {exc}")
+
+
+class MemoryBudget:
+    """Bytes of device memory held by the driver, against a limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def reserve(self, nbytes: int, what: str) -> None:
+        with self._lock:
+            if self.used + nbytes > self.limit:
+                message = (f"{what}: {nbytes} bytes of device memory needed, "
+                           f"{self.limit - self.used} of {self.limit} free")
+                log.warning("NNRT_OUT_OF_MEMORY: %s", message)
+                raise DriverError(NNRT_OUT_OF_MEMORY, message)
+            self.used += nbytes
+            self.peak = max(self.peak, self.used)
+
+    def release(self, nbytes: int) -> None:
+        with self._lock:
+            self.used -= nbytes
+
+
+class DeviceMemory:
+    """Buffers created for one owner (a prepared model, or one shape specialisation of it),
+    counted against the budget and released together."""
+
+    def __init__(self, runtime: ClRuntime, owner: str) -> None:
+        self.runtime = runtime
+        self.owner = owner
+        self.bytes = 0
+        self._buffers: list[cl.Buffer] = []
+
+    def allocate(self, nbytes: int, what: str) -> cl.Buffer:
+        nbytes = max(int(nbytes), 4)  # OpenCL refuses empty buffers; a 0-element tensor has one
+        self.runtime.memory.reserve(nbytes, f"{self.owner}: {what}")
+        try:
+            buffer = cl.Buffer(self.runtime.context, cl.mem_flags.READ_WRITE, nbytes)
+        except cl.Error as exc:
+            self.runtime.memory.release(nbytes)
+            raise cl_error(exc, f"{self.owner}: allocating {nbytes} bytes for {what}")
+        self._buffers.append(buffer)
+        self.bytes += nbytes
+        return buffer
+
+    def upload(self, array: np.ndarray, what: str) -> cl.Buffer:
+        array = np.ascontiguousarray(array)
+        buffer = self.allocate(array.nbytes, what)
+        if array.nbytes:
+            cl.enqueue_copy(self.runtime.queue, buffer, array, is_blocking=True)
+        return buffer
+
+    def release(self) -> None:
+        for buffer in self._buffers:
+            buffer.release()
+        self._buffers.clear()
+        self.runtime.memory.release(self.bytes)
+        self.bytes = 0
+
+
+class ProgramCache:
+    """Programs by (source, options), built once per process; binaries in and out."""
+
+    def __init__(self, runtime: ClRuntime) -> None:
+        self.runtime = runtime
+        self._programs: dict[str, cl.Program] = {}
+        self._binaries: dict[str, bytes] = {}  # from model caches, not yet built
+        self._lock = threading.Lock()
+        self.builds = 0  # from source
+        self.loads = 0  # from a binary
+
+    @staticmethod
+    def key(source: str, options: tuple[str, ...]) -> str:
+        return hashlib.sha256((" ".join(options) + "\0" + source).encode()).hexdigest()
+
+    def get(self, source: str, options: tuple[str, ...] = ()) -> tuple[str, cl.Program]:
+        key = self.key(source, options)
+        with self._lock:
+            program = self._programs.get(key)
+            if program is None:
+                program = self._load(key) or self._build(key, source, options)
+                self._programs[key] = program
+        return key, program
+
+    def _build(self, key: str, source: str, options: tuple[str, ...]) -> cl.Program:
+        try:
+            program = cl.Program(self.runtime.context, source).build(options=list(options))
+        except cl.Error as exc:
+            raise cl_error(exc, f"building program {key[:12]}")
+        self.builds += 1
+        log.debug("built program %s (%d builds)", key[:12], self.builds)
+        return program
+
+    def _load(self, key: str) -> cl.Program | None:
+        binary = self._binaries.pop(key, None)
+        if binary is None:
+            return None
+        rt = self.runtime
+        try:
+            program = cl.Program(rt.context, [rt.device], [binary]).build()
+        except cl.Error as exc:  # a binary the driver cannot load: build from source instead
+            log.warning("program binary %s not loadable (%s): building from source",
+                        key[:12], exc)
+            return None
+        self.loads += 1
+        return program
+
+    def offer_binary(self, key: str, binary: bytes) -> None:
+        """A binary from a model cache, used instead of a build the first time `key` is asked
+        for."""
+        with self._lock:
+            if key not in self._programs:
+                self._binaries[key] = binary
+
+    def binary(self, key: str) -> bytes:
+        with self._lock:
+            program = self._programs[key]
+        (binary,) = program.get_info(cl.program_info.BINARIES)
+        return bytes(binary)
+
+
+class ClRuntime:
+    """The chosen OpenCL device with its context, queue, programs and memory budget."""
+
+    def __init__(self, found: FoundDevice, memory_limit: int | None = None) -> None:
+        self.found = found
+        self.device = found.device
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context)  # in order: kernels run as enqueued
+        self.programs = ProgramCache(self)
+        global_memory = int(self.device.global_mem_size)
+        self.memory = MemoryBudget(min(global_memory, memory_limit) if memory_limit
+                                   else global_memory)
+        self.fp16 = "cl_khr_fp16" in self.device.extensions.split()
+        self.unified_memory = bool(self.device.host_unified_memory)
+        self.max_work_group = int(self.device.max_work_group_size)
+        self.local_memory = int(self.device.local_mem_size)
+
+    @property
+    def identity(self) -> str:
+        """What compiled programs depend on: the device and its OpenCL driver."""
+        d = self.device
+        return (f"{self.found.platform.name.strip()} | {d.name.strip()} | "
+                f"{d.driver_version.strip()} | {d.version.strip()}")
+
+    def details(self) -> dict[str, str]:
+        d = self.device
+        return {
+            "opencl_platform": self.found.platform.name.strip(),
+            "opencl_platform_version": self.found.platform.version.strip(),
+            "opencl_device": d.name.strip(),
+            "opencl_device_index": f"{self.found.platform_index}:{self.found.device_index}",
+            "opencl_device_type": cl.device_type.to_string(d.type).replace("ALL | ", ""),
+            "opencl_driver_version": d.driver_version.strip(),
+            "global_memory_mib": str(int(d.global_mem_size) >> 20),
+            "memory_limit_mib": str(self.memory.limit >> 20),
+            "compute_units": str(d.max_compute_units),
+            "fp16": "yes" if self.fp16 else "no",
+            "host_unified_memory": "yes" if self.unified_memory else "no",
+        }
+
+    def status(self) -> dict[str, str]:
+        return {
+            "memory_used_bytes": str(self.memory.used),
+            "memory_peak_bytes": str(self.memory.peak),
+            "programs_built": str(self.programs.builds),
+            "programs_loaded_from_binary": str(self.programs.loads),
+        }
+
+    def close(self) -> None:
+        try:
+            self.queue.finish()
+        except cl.Error:
+            pass
+
+
+def iter_chunks(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

@@ -1,0 +1,279 @@
+"""The schedule of a GPU prepared model: made once at prepare, specialised per concrete shape.
+
+At prepare every node becomes a `GpuOp` (refused as a whole when one cannot run here), the
+constants go to the device once, and element-wise epilogues are fused into the op that
+produces their input: an Activation node, or an AddFusion whose other operand has the same
+static shape (the residual of a ResNet block), becomes the `POST` of a GEMM-family or
+element-wise kernel when the producer's output has no other reader and is not a model
+output. The fused op then runs where the absorbed node ran, when its residual is ready.
+
+A specialisation is everything that depends on the concrete input shapes: every tensor's
+shape (the reference kernels infer them), a device buffer per tensor (Reshape-like ops
+share their input's), and the launches with their arguments bound. A static model has one,
+made at prepare, so that a model that does not fit the device is refused there; a model
+with dynamic inputs makes one per distinct input shape at run time and keeps the last few.
+
+A run takes the model's lock (a specialisation's buffers serve one run at a time), copies
+the inputs to the device, enqueues the launches on the device's one in-order queue, in
+chunks so that an abandoned run stops between them, and copies the outputs back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+
+from ..reference import infer_graph_shapes
+from .kernel import (
+    NO_EPILOGUE,
+    Act,
+    Builder,
+    DeviceTensor,
+    Epilogue,
+    GpuOp,
+    Launch,
+    Preparer,
+    create_op,
+)
+from .opencl import ClRuntime, DeviceMemory, cl_error, iter_chunks
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.device import CancelCheck
+from nnrt.server.errors import NNRT_FAILED, NNRT_TIME_OUT, DriverError
+from nnrt.server.graph import DYNAMIC, Graph, Shape
+
+log = logging.getLogger(__name__)
+
+MAX_SPECIALISATIONS = 4  # distinct input shapes kept per dynamic model
+LAUNCHES_PER_CHUNK = 64  # between two checks whether the run was abandoned
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """One op at its place in the schedule, with the epilogue fused after it."""
+
+    op: GpuOp
+    inputs: tuple[int, ...]  # tensor indices
+    outputs: tuple[int, ...]  # the last one replaced by the absorbed node's output if fused
+    residual: int | None = None
+    post_act: Act | None = None
+    absorbed: int | None = None  # the node index fused into this op
+
+
+@dataclass
+class Specialisation:
+    shapes: dict[int, Shape]
+    inputs: list[DeviceTensor]
+    outputs: list[DeviceTensor]
+    launches: list[Launch]
+    memory: DeviceMemory
+
+
+def _fusion(graph: Graph, ops: dict[int, GpuOp]) -> tuple[dict[int, tuple[int, Scheduled]],
+                                                              set[int]]:
+    """producer node -> (the position it moves to, its Scheduled); the absorbed nodes."""
+    readers: dict[int, list[int]] = {}
+    for index in graph.execution_order:
+        for t in graph.nodes[index].inputs:
+            readers.setdefault(t.index, []).append(index)
+    position = {index: p for p, index in enumerate(graph.execution_order)}
+    model_outputs = {t.index for t in graph.outputs}
+    fused: dict[int, tuple[int, Scheduled]] = {}
+    absorbed: set[int] = set()
+    for index in graph.execution_order:
+        op = ops[index]
+        if not op.accepts_epilogue or index in absorbed or len(op.node.outputs) != 1:
+            continue
+        out = op.node.outputs[0]
+        users = readers.get(out.index, [])
+        if out.index in model_outputs or len(users) != 1 or users[0] in fused:
+            continue
+        consumer = ops[users[0]]
+        node = consumer.node
+        ins = tuple(t.index for t in op.node.inputs)
+        act = consumer.fusable_activation()
+        if act is not None and node.inputs[0].index == out.index:
+            entry = Scheduled(op, ins, (node.outputs[0].index,), None, act, users[0])
+        elif (node.node_type == na.NODE_TYPE_ADD_FUSION and len(node.inputs) == 2
+              and consumer.accepts_epilogue):
+            other = node.inputs[1] if node.inputs[0].index == out.index else node.inputs[0]
+            same = (other.index != out.index and other.shape == out.shape == node.outputs[0].shape
+                    and DYNAMIC not in out.shape and other.dtype == out.dtype
+                    and not other.is_constant)
+            if not same:
+                continue
+            entry = Scheduled(op, ins, (node.outputs[0].index,), other.index,
+                              Act(int(node.attrs.activationType)), users[0])
+        else:
+            continue
+        fused[index] = (position[users[0]], entry)
+        absorbed.add(users[0])
+    return fused, absorbed
+
+
+class GpuPlan:
+    def __init__(self, graph: Graph, runtime: ClRuntime, owner: str) -> None:
+        self.graph = graph
+        self.runtime = runtime
+        self.owner = owner
+        ops = {i: create_op(graph.nodes[i]) for i in graph.execution_order}
+        self.ops = [ops[i] for i in graph.execution_order]  # shape inference order
+        fused, absorbed = _fusion(graph, ops)
+        placed: list[tuple[int, int, Scheduled]] = []  # (position, tiebreak, entry)
+        for p, index in enumerate(graph.execution_order):
+            if index in absorbed:
+                continue
+            if index in fused:
+                where, entry = fused[index]
+                placed.append((where, 0, entry))
+            else:
+                op = ops[index]
+                placed.append((p, 0, Scheduled(op, tuple(t.index for t in op.node.inputs),
+                                               tuple(t.index for t in op.node.outputs))))
+        self.schedule = [entry for _, _, entry in sorted(placed, key=lambda e: e[:2])]
+        if fused:
+            log.info("%s: %d epilogues fused (%s)", owner, len(fused), ", ".join(
+                f"{graph.nodes[e.absorbed].name} into {e.op.node.name}"
+                for _, e in fused.values()))
+        self.constants = {t.index: t.constant for t in graph.tensors if t.is_constant}
+        self.input_ids = tuple(t.index for t in graph.inputs)
+        self.output_ids = tuple(t.index for t in graph.outputs)
+        self.memory = DeviceMemory(runtime, owner)
+        self.programs: set[str] = set()
+        self._lock = threading.Lock()
+        self._specialisations: OrderedDict[tuple[Shape, ...], Specialisation] = OrderedDict()
+        try:
+            self.dummy = self.memory.allocate(4, "placeholder")
+            prep = Preparer(runtime, self.memory)
+            for op in self.ops:
+                op.load(prep)
+            self._device_constants = self._upload_constants()
+            self.dynamic = any(t.is_dynamic for t in graph.inputs)
+            self.static_shapes: dict[int, Shape] | None = None
+            if not self.dynamic:
+                spec = self._specialise(tuple(t.shape for t in graph.inputs))
+                self.static_shapes = spec.shapes
+        except BaseException:
+            self.close()
+            raise
+
+    def _upload_constants(self) -> dict[int, DeviceTensor]:
+        """Constants read raw by some op (those an op keeps in its own layout are not)."""
+        wanted: set[int] = set()
+        for entry in self.schedule:
+            for position, index in enumerate(entry.inputs):
+                if index in self.constants and position not in entry.op.own_constants:
+                    wanted.add(index)
+        for index in self.output_ids:
+            if index in self.constants:
+                wanted.add(index)
+        out = {}
+        for index in sorted(wanted):
+            array = self.constants[index]
+            out[index] = DeviceTensor(self.memory.upload(array, f"constant {index}"),
+                                      tuple(array.shape), array.dtype)
+        return out
+
+    def infer(self, input_shapes: Sequence[Shape]) -> dict[int, Shape]:
+        return infer_graph_shapes(self.ops, dict(zip(self.input_ids, input_shapes)),
+                                  self.constants)
+
+    def output_shapes(self) -> list[Shape] | None:
+        if self.static_shapes is None:
+            return None
+        shapes = [self.static_shapes[i] for i in self.output_ids]
+        return None if any(DYNAMIC in s for s in shapes) else shapes
+
+    def _specialise(self, input_shapes: tuple[Shape, ...]) -> Specialisation:
+        spec = self._specialisations.get(input_shapes)
+        if spec is not None:
+            self._specialisations.move_to_end(input_shapes)
+            return spec
+        shapes = self.infer(input_shapes)
+        if any(DYNAMIC in s for s in shapes.values()):
+            raise DriverError(NNRT_FAILED, "a tensor's shape depends on input values, which "
+                                           "the GPU driver does not compute")
+        while len(self._specialisations) >= MAX_SPECIALISATIONS:
+            _, old = self._specialisations.popitem(last=False)
+            old.memory.release()
+        memory = DeviceMemory(self.runtime, f"{self.owner} {[list(s) for s in input_shapes]}")
+        try:
+            spec = self._build(shapes, memory)
+        except BaseException:
+            memory.release()
+            raise
+        self._specialisations[input_shapes] = spec
+        return spec
+
+    def _build(self, shapes: dict[int, Shape], memory: DeviceMemory) -> Specialisation:
+        tensors: dict[int, DeviceTensor] = dict(self._device_constants)
+
+        def fresh(index: int) -> DeviceTensor:
+            spec = self.graph.tensors[index]
+            shape = shapes[index]
+            size = int(np.prod(shape, dtype=np.int64)) * spec.dtype.itemsize
+            tensor = DeviceTensor(memory.allocate(size, f"tensor {spec.name!r}"), shape,
+                                  spec.dtype)
+            tensors[index] = tensor
+            return tensor
+
+        inputs = [fresh(i) for i in self.input_ids]
+        builder = Builder(self.runtime, memory, self.programs, self.dummy)
+        launches: list[Launch] = []
+        for entry in self.schedule:
+            op = entry.op
+            ins = [None if (i in self.constants and p in op.own_constants) else tensors[i]
+                   for p, i in enumerate(entry.inputs)]
+            if op.alias_input is not None:
+                source = tensors[entry.inputs[op.alias_input]]
+                (out,) = entry.outputs
+                tensors[out] = DeviceTensor(source.buffer, shapes[out], source.dtype)
+                continue
+            outs = [fresh(i) for i in entry.outputs]
+            post = NO_EPILOGUE
+            if entry.absorbed is not None:
+                post = Epilogue(None if entry.residual is None else tensors[entry.residual],
+                                entry.post_act or Act())
+            launches.extend(op.build(builder, ins, outs, post))
+        outputs = [tensors[i] for i in self.output_ids]
+        return Specialisation(shapes, inputs, outputs, launches, memory)
+
+    def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
+        queue = self.runtime.queue
+        with self._lock:
+            spec = self._specialise(tuple(tuple(a.shape) for a in inputs))
+            try:
+                for tensor, array in zip(spec.inputs, inputs):
+                    if array.size:
+                        cl.enqueue_copy(queue, tensor.buffer, np.ascontiguousarray(array),
+                                        is_blocking=False)
+                for chunk in iter_chunks(spec.launches, LAUNCHES_PER_CHUNK):
+                    if cancelled():
+                        queue.finish()
+                        log.info("%s: run abandoned: its caller gave up", self.owner)
+                        raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
+                    for launch in chunk:
+                        launch.enqueue(queue)
+                    if len(spec.launches) > LAUNCHES_PER_CHUNK:
+                        queue.finish()
+                results = []
+                for tensor in spec.outputs:
+                    out = np.empty(tensor.shape, tensor.dtype)
+                    if out.size:
+                        cl.enqueue_copy(queue, out, tensor.buffer, is_blocking=False)
+                    results.append(out)
+                queue.finish()
+            except cl.Error as exc:
+                raise cl_error(exc, f"{self.owner}: run")
+        return results
+
+    def close(self) -> None:
+        for spec in self._specialisations.values():
+            spec.memory.release()
+        self._specialisations.clear()
+        self.memory.release()

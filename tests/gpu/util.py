@@ -1,0 +1,66 @@
+"""Helpers for the GPU driver's tests: one OpenCL runtime per test process (PoCL's CPU
+device in CI: `--cl-device any`), graphs built in-process as the host builds them, and
+the same graph run by the GPU plan and by the CPU driver's reference plan."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+
+from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.drivers.gpu.opencl import ClRuntime, choose_device
+from nnrt.drivers.gpu.plan import GpuPlan
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.server.graph import Graph, NodeSpec
+from nnrt.server.model_validation import build_graph
+
+NEVER = lambda: False  # noqa: E731  (a run nobody abandons)
+
+
+@functools.cache
+def runtime() -> ClRuntime:
+    return ClRuntime(choose_device("any"))
+
+
+def graph_of(builder: HdiModelBuilder) -> Graph:
+    """The validated Graph of a builder's model, its constants read from one blob."""
+    order = sorted(builder.constants)
+    blob = b"".join(builder.constants[i].tobytes() for i in order)
+    model = builder.model(ht.SharedBuffer(bufferId=1, bufferSize=len(blob)) if blob else None)
+    view = memoryview(blob)
+    return build_graph(model, lambda b: view[b.offset:b.offset + b.dataSize].toreadonly())
+
+
+def node_graph(node: NodeSpec) -> Graph:
+    """A one-node Graph of a NodeSpec (as tests/kernels/util.make_node builds them)."""
+    tensors = list(node.inputs) + list(node.outputs)
+    return Graph(name="node", tensors=tuple(tensors), nodes=(node,),
+                 inputs=tuple(t for t in node.inputs if not t.is_constant),
+                 outputs=tuple(node.outputs), execution_order=(0,))
+
+
+def run_gpu(graph: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    plan = GpuPlan(graph, runtime(), f"test {graph.name}")
+    try:
+        return plan.run(inputs, NEVER)
+    finally:
+        plan.close()
+
+
+def run_cpu(graph: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    return ExecutionPlan(graph).run(inputs, NEVER)
+
+
+def assert_close(gpu: Sequence[np.ndarray], cpu: Sequence[np.ndarray], rtol: float = 1e-4,
+                 atol: float = 1e-5) -> None:
+    """float32 within 1e-4 relative (atol for values near 0), integers and bools exact."""
+    assert len(gpu) == len(cpu)
+    for g, c in zip(gpu, cpu):
+        assert g.shape == c.shape and g.dtype == c.dtype, (g.shape, g.dtype, c.shape, c.dtype)
+        if np.issubdtype(c.dtype, np.floating):
+            np.testing.assert_allclose(g, c, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, c)
