@@ -52,7 +52,14 @@ class FaultReply(_message.Message):
     def __init__(self, returnCode: _Optional[int] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ...) -> None: ...
 
 class DriverStatus(_message.Message):
-    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults")
+    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults", "details")
+    class DetailsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +74,7 @@ class DriverStatus(_message.Message):
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     FAULTINJECTIONENABLED_FIELD_NUMBER: _ClassVar[int]
     FAULTS_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     kind: str
     name: str
@@ -81,4 +89,5 @@ class DriverStatus(_message.Message):
     sessions: _containers.RepeatedCompositeFieldContainer[SessionStatus]
     faultInjectionEnabled: bool
     faults: FaultConfig
-    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ...) -> None: ...
+    details: _containers.ScalarMap[str, str]
+    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ..., details: _Optional[_Mapping[str, str]] = ...) -> None: ...

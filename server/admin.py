@@ -80,6 +80,7 @@ class AdminServicer(rpc.NnrtAdminServicer):
                 runsFailed=runs.failed, runsAbandoned=runs.abandoned, sessions=sessions,
                 faultInjectionEnabled=self.faults.allowed,
                 faults=faults_to_proto(self.faults.faults),
+                details=self.device.details(),
             )
         except Exception:
             log.exception("GetStatus failed unexpectedly")

@@ -73,6 +73,14 @@ class PreparedModel(ABC):
         the client's buffers. Raise DriverError with the hdi.md code on failure.
         """
 
+    def run_into(self, inputs: Sequence[np.ndarray], targets: Sequence[np.ndarray],
+                 cancelled: CancelCheck) -> bool:
+        """Like run, for a model whose output shapes are static, writing the outputs straight
+        into `targets` (the client's output windows, shaped and typed) — for a device that
+        copies its results out anyway (a GPU), one copy instead of two. False: not done
+        (nothing written), the host calls run instead."""
+        return False
+
     def export_cache(self) -> list[bytes]:
         raise DriverError(NNRT_NOT_SUPPORT, "this device cannot export a model cache")
 
@@ -93,6 +101,11 @@ class Device(ABC):
     def status(self) -> int:
         """HDI DeviceStatus code."""
         return _t.AVAILABLE
+
+    def details(self) -> dict[str, str]:
+        """What the device adds to the admin status and `nnrt devices` (its hardware, its
+        memory in use); nothing by default."""
+        return {}
 
     @abstractmethod
     def supported_operations(self, graph: Graph) -> list[bool]:

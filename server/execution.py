@@ -145,10 +145,19 @@ def execute(entry: PreparedEntry, inputs: Sequence[ht.IOTensor], outputs: Sequen
     ids = [io.data.bufferId for io in inputs] + [io.data.bufferId for io in outputs]
     with table.borrow(ids) as regions:
         _check_regions(model.inputs, inputs, outputs, shapes, regions)
-        if entry.static_output_shapes is not None:
-            _check_fit(model.outputs, outputs, entry.static_output_shapes)
         views = [region.readonly_array(io.data.offset, spec.dtype, math.prod(shape)).reshape(shape)
                  for spec, io, shape, region in zip(model.inputs, inputs, shapes, regions)]
+        static = entry.static_output_shapes
+        if static is not None:
+            _check_fit(model.outputs, outputs, static)
+            targets = [region.array(io.data.offset, spec.dtype, math.prod(shape)).reshape(shape)
+                       for spec, io, shape, region in zip(model.outputs, outputs, static,
+                                                          regions[len(inputs):])]
+            done = model.run_into(views, targets, cancelled)
+            del targets
+            if done:
+                del views
+                return [list(s) for s in static]
         results = model.run(views, cancelled)
         del views
         if len(results) != len(model.outputs):

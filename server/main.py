@@ -4,9 +4,12 @@
     nnrt-driver cpu --name cpu1 --runtime-dir /tmp/rt
     nnrt-driver cpu --fault-run-delay-ms 500
     nnrt-driver cpu --fault-injection     # no fault yet; the admin SetFaults may set some
+    nnrt-driver gpu                       # the first OpenCL GPU
+    nnrt-driver gpu --cl-device any       # any OpenCL device (PoCL's CPU device in tests)
+    nnrt-driver gpu --cl-device 1:0 --gpu-memory-mb 4096
 
 SIGTERM or SIGINT: stop accepting, let calls in flight finish (up to --grace seconds),
-remove the sockets, exit 0. Exit codes: 0 clean stop, 1 failed to start, 2 bad usage,
+remove the sockets, exit 0. Exit codes: 0 clean stop, 1 failed to start (no such OpenCL device, say), 2 bad usage,
 3 another driver already listens on the socket.
 """
 
@@ -20,7 +23,7 @@ import sys
 import threading
 from pathlib import Path
 
-from nnrt.drivers import DEVICE_KINDS, load_device
+from nnrt.drivers import DEVICE_KINDS, DeviceUnavailable, load_device
 from nnrt.server.faults import DEVICE_STATUS, PLAIN_FIELDS, FaultInjection, Faults
 from nnrt.server.host import DriverAlreadyRunning, DriverHost
 from nnrt.server.runtime_dir import runtime_dir
@@ -39,6 +42,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="seconds calls in flight may take to finish at SIGTERM (default 10)")
     parser.add_argument("--log-level", default="INFO",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    gpu = parser.add_argument_group("gpu driver")
+    gpu.add_argument("--cl-device", default=None, metavar="gpu|any|P:D",
+                     help="the OpenCL device: gpu (default: the first device of type GPU), "
+                          "any (any type, e.g. PoCL's CPU device), or platform:device indices")
+    gpu.add_argument("--gpu-memory-mb", type=int, default=None, metavar="N",
+                     help="device memory the driver may use (default: the device's global "
+                          "memory); beyond it prepare and runs get NNRT_OUT_OF_MEMORY")
     faults = parser.add_argument_group("fault injection (for tests; off by default)")
     faults.add_argument("--fault-run-delay-ms", type=int, default=0, metavar="N",
                         help="delay every Run by N ms (abandoned when its caller gives up)")
@@ -72,7 +82,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--{option.replace('_', '-')} must be >= 0")
     if not 0.0 <= args.fault_exit_on_run_probability <= 1.0:
         parser.error("--fault-exit-on-run-probability must be within [0, 1]")
+    if args.kind != "gpu" and (args.cl_device is not None or args.gpu_memory_mb is not None):
+        parser.error("--cl-device and --gpu-memory-mb are options of the gpu driver")
+    if args.gpu_memory_mb is not None and args.gpu_memory_mb <= 0:
+        parser.error("--gpu-memory-mb must be > 0")
     return args
+
+
+def device_options(args: argparse.Namespace) -> dict[str, object]:
+    """The options of the device kind being started."""
+    if args.kind == "gpu":
+        return {"cl_device": args.cl_device or "gpu", "memory_limit_mb": args.gpu_memory_mb}
+    return {}
 
 
 def fault_injection(args: argparse.Namespace) -> FaultInjection:
@@ -101,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        device = load_device(args.kind)
+        device = load_device(args.kind, **device_options(args))
         host = DriverHost(device, args.runtime_dir or runtime_dir(), args.name or args.kind, faults)
         if faults.slow_start_ms:
             log.warning("FAULT INJECTION: waiting %d ms before serving", faults.slow_start_ms)
@@ -113,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     except DriverAlreadyRunning as exc:
         log.error("%s", exc)
         return 3
+    except DeviceUnavailable as exc:
+        log.error("%s", exc)
+        return 1
     except Exception:
         log.exception("driver failed to start")
         return 1

@@ -9,7 +9,9 @@ offline, unknown) while its driver serves; otherwise the device manager's state 
 driver (starting, backoff, failed, stopped), or `unreachable`. UPTIME and RESTARTS come from
 the device manager when one runs (`devmgr.ctl`), else UPTIME from the driver's admin
 status and RESTARTS is unknown (`-`). A device whose driver never came up has no identity
-yet: ID and NAME are `-`.
+yet: ID and NAME are `-`. A device with details of its own (the GPU driver: its OpenCL
+platform, device, driver version and memory) gets a line under the table; `--json` has
+all of them.
 
 Exit codes: 0 at least one device listed, 3 none (no device manager, no driver).
 """
@@ -39,7 +41,7 @@ def collect(directory, devmgr: dict | None) -> list[dict]:
     devices = []
     for name in known_drivers(directory, devmgr):
         entry = managed.get(name)
-        probe = probe_driver(directory, name, admin=entry is None)
+        probe = probe_driver(directory, name, admin=True)
         identity = probe.identity or (entry or {}).get("identity")
         device = device_of(directory, name, identity)
         if entry is not None and entry["state"] != "ready":
@@ -68,8 +70,21 @@ def collect(directory, devmgr: dict | None) -> list[dict]:
             "uptime_seconds": uptime,
             "restarts": restarts,
             "managed": entry is not None,
+            "details": dict(sorted(probe.admin.details.items())) if probe.admin else {},
         })
     return devices
+
+
+# The device details worth a line under the table (all of them are in --json).
+_SHOWN_DETAILS = (("opencl_platform", "platform {}"), ("opencl_device", "device {}"),
+                  ("opencl_device_index", "index {}"),
+                  ("opencl_driver_version", "OpenCL driver {}"),
+                  ("global_memory_mib", "{} MiB global memory"),
+                  ("memory_used_bytes", "{} bytes in use"))
+
+
+def _detail_words(details: dict[str, str]) -> list[str]:
+    return [form.format(details[key]) for key, form in _SHOWN_DETAILS if key in details]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
             (d["id"], d["name"], d["driver"], d["vendor"], d["type"], d["status"],
              d["hdi_version"], format_duration(d["uptime_seconds"]), d["restarts"])
             for d in devices]))
+        for d in devices:
+            if d["details"]:
+                print(f"  {d['driver']}: " + ", ".join(_detail_words(d["details"])))
     if not devices:
         say(f"no devices: no device manager and no driver in {directory}"
             if devmgr is None else f"no devices: the device manager in {directory} runs none")

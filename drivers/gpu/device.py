@@ -46,6 +46,11 @@ class GpuPreparedModel(PreparedModel):
     def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
         return self.plan.run(inputs, cancelled)
 
+    def run_into(self, inputs: Sequence[np.ndarray], targets: Sequence[np.ndarray],
+                 cancelled: CancelCheck) -> bool:
+        self.plan.run(inputs, cancelled, targets)
+        return True
+
     def export_cache(self) -> list[bytes]:
         programs = self.device.runtime.programs
         binaries = {key: programs.binary(key) for key in sorted(self.plan.programs)}

@@ -26,6 +26,8 @@ import numpy as np
 os.environ.setdefault("PYOPENCL_NO_CACHE", "1")
 import pyopencl as cl  # noqa: E402
 
+from .. import DeviceUnavailable  # noqa: E402
+
 from nnrt.server.errors import (  # noqa: E402
     NNRT_DEVICE_ERROR,
     NNRT_FAILED,
@@ -50,7 +52,7 @@ _DEVICE_LOST_CODES = {
 }
 
 
-class DeviceChoiceError(RuntimeError):
+class DeviceChoiceError(DeviceUnavailable):
     """No OpenCL device matches --cl-device; the message lists what was found."""
 
 

@@ -91,7 +91,7 @@ def _fusion(graph: Graph, ops: dict[int, GpuOp]) -> tuple[dict[int, tuple[int, S
             continue
         out = op.node.outputs[0]
         users = readers.get(out.index, [])
-        if out.index in model_outputs or len(users) != 1 or users[0] in fused:
+        if out.index in model_outputs or len(users) != 1 or users[0] in absorbed:
             continue
         consumer = ops[users[0]]
         node = consumer.node
@@ -243,7 +243,10 @@ class GpuPlan:
         outputs = [tensors[i] for i in self.output_ids]
         return Specialisation(shapes, inputs, outputs, launches, memory)
 
-    def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
+    def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck,
+            targets: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
+        """The outputs, copied from the device into `targets` when given (the client's
+        output windows: no second copy), else into fresh arrays."""
         queue = self.runtime.queue
         with self._lock:
             spec = self._specialise(tuple(tuple(a.shape) for a in inputs))
@@ -262,8 +265,8 @@ class GpuPlan:
                     if len(spec.launches) > LAUNCHES_PER_CHUNK:
                         queue.finish()
                 results = []
-                for tensor in spec.outputs:
-                    out = np.empty(tensor.shape, tensor.dtype)
+                for k, tensor in enumerate(spec.outputs):
+                    out = np.empty(tensor.shape, tensor.dtype) if targets is None else targets[k]
                     if out.size:
                         cl.enqueue_copy(queue, out, tensor.buffer, is_blocking=False)
                     results.append(out)

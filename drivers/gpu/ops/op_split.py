@@ -1,0 +1,38 @@
+"""Split along a (negative-normalised) axis into the pieces the reference sizes
+(outputNum, sizeSplits with one -1 or equal pieces), any dtype: one strided copy per
+non-empty output from its slab of the input.
+
+Refused: element sizes other than 1, 2, 4, 8 bytes; tensors of 2**31 elements or more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..kernel import Builder, DeviceTensor, Epilogue, GpuOp, Launch, register
+from .op_transpose import check_indexable, contiguous_strides, require_movable, strided_copy
+from nnrt.drivers.cpu.kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.graph import NodeSpec
+
+
+@register(na.NODE_TYPE_SPLIT)
+class Split(GpuOp):
+    def __init__(self, node: NodeSpec, ref: Kernel) -> None:
+        super().__init__(node, ref)
+        require_movable(node)
+        self.axis: int = ref.axis
+
+    def build(self, b: Builder, inputs: Sequence[DeviceTensor | None],
+              outputs: Sequence[DeviceTensor], post: Epilogue) -> list[Launch]:
+        x = inputs[0]
+        check_indexable(self.node, x)
+        in_strides = contiguous_strides(x.shape)
+        launches: list[Launch] = []
+        at = 0
+        for out in outputs:
+            launches += strided_copy(b, x, out, out.shape, in_strides,
+                                     contiguous_strides(out.shape),
+                                     at * in_strides[self.axis], 0, "split")
+            at += out.shape[self.axis]
+        return launches

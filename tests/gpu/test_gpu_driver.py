@@ -1,0 +1,257 @@
+"""The GPU driver as a process (on PoCL's CPU device: `--cl-device any`): device choice,
+identity and details, the model cache with program binaries, device memory as a limit,
+truthful GetSupportedOperation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import grpc
+import numpy as np
+import pytest
+from google.protobuf import empty_pb2
+
+from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.drivers.gpu.opencl import found_devices
+from nnrt.protos import admin_pb2, admin_pb2_grpc
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.errors import (NNRT_INVALID_MODEL_CACHE, NNRT_NOT_SUPPORT, NNRT_OUT_OF_MEMORY,
+                                NNRT_SUCCESS, NNRT_UNSUPPORTED_OP)
+from tests.conftest import start_driver
+from tests.test_model_cache import _flip, exported_blob, prepare_from
+from tests.test_models_e2e import f32, mlp, run
+
+ANY = ("--cl-device", "any")
+BATCH, SIZES = 3, (12, 24, 6)
+
+
+@pytest.fixture(scope="module")
+def gpu_driver(tmp_path_factory):
+    running = start_driver(tmp_path_factory.mktemp("gpu") / "rt", "gpu", *ANY)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def gpu(gpu_driver):
+    with gpu_driver.client() as session:
+        yield session
+
+
+def admin_status(driver) -> admin_pb2.DriverStatus:
+    with grpc.insecure_channel(f"unix:{driver.grpc_path}") as channel:
+        return admin_pb2_grpc.NnrtAdminStub(channel).GetStatus(empty_pb2.Empty(), timeout=5)
+
+
+def driver_exit(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nnrt.server", "gpu", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+# -- device choice ---------------------------------------------------------------------------
+
+
+def test_an_unknown_device_index_exits_1_listing_the_devices(tmp_path):
+    done = driver_exit("--cl-device", "7:7", "--runtime-dir", str(tmp_path))
+    assert done.returncode == 1
+    assert "no OpenCL device 7:7" in done.stderr
+    assert "OpenCL devices found: 0:0" in done.stderr and "--cl-device P:D" in done.stderr
+
+
+def test_the_default_needs_a_gpu_and_says_how_to_pick_another(tmp_path):
+    if any(f.is_gpu for f in found_devices()):
+        pytest.skip("this machine has an OpenCL GPU: the default choice would serve it")
+    done = driver_exit("--runtime-dir", str(tmp_path))
+    assert done.returncode == 1
+    assert "no OpenCL device of type GPU" in done.stderr and "--cl-device any" in done.stderr
+
+
+@pytest.mark.parametrize("args", [("--cl-device", "gpu0"), ("--cl-device", "1:"),
+                                  ("--cl-device", ":1")])
+def test_a_malformed_choice_exits_1(tmp_path, args):
+    done = driver_exit(*args, "--runtime-dir", str(tmp_path))
+    assert done.returncode == 1 and "is not gpu, any or P:D" in done.stderr
+
+
+def test_gpu_options_belong_to_the_gpu_driver(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "nnrt.server", "cpu", "--cl-device", "any",
+                           "--runtime-dir", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "options of the gpu driver" in done.stderr
+    assert driver_exit("--gpu-memory-mb", "0", "--runtime-dir", str(tmp_path)).returncode == 2
+
+
+def test_identity_comes_from_the_opencl_device(gpu, gpu_driver):
+    device = next(f for f in found_devices())  # what --cl-device any picks
+    assert gpu.get_device_type().deviceType == ht.GPU
+    assert gpu.get_device_name().name == device.device.name.strip()
+    assert gpu.get_vendor_name().name == device.device.vendor.strip()
+    assert gpu.is_model_cache_supported().isSupported
+    assert gpu.is_dynamic_input_supported().isSupported
+    assert not gpu.is_float16_precision_supported().isSupported  # no half kernels (see device.py)
+    details = admin_status(gpu_driver).details
+    assert details["opencl_device"] == device.device.name.strip()
+    assert details["opencl_device_index"] == "0:0"
+    assert int(details["global_memory_mib"]) == device.device.global_mem_size >> 20
+    assert details["opencl_driver_version"] == device.device.driver_version.strip()
+
+
+def test_enable_float16_is_refused_as_not_supported(gpu):
+    builder, _ = mlp(BATCH, SIZES)
+    with builder.packed(gpu) as model:
+        reply = gpu.prepare_model(model, ht.ModelConfig(enableFloat16=True))
+    assert reply.returnCode == NNRT_NOT_SUPPORT
+
+
+# -- running and the model cache ---------------------------------------------------------------
+
+
+def test_mlp_matches_numpy(gpu):
+    builder, reference = mlp(BATCH, SIZES)
+    x = f32(BATCH, SIZES[0])
+    (probs,) = run(gpu, builder, [x], [(BATCH, SIZES[2])])
+    np.testing.assert_allclose(probs, reference(x), rtol=1e-4, atol=1e-6)
+
+
+def test_cache_round_trip_through_a_new_driver_builds_no_program(tmp_path):
+    runtime = tmp_path / "rt"
+    first = start_driver(runtime, "gpu", *ANY)
+    try:
+        with first.client() as session:
+            builder, reference = mlp(BATCH, SIZES)
+            model_id = builder.prepare(session)
+            reply = session.export_model_cache(model_id)
+            assert reply.returnCode == NNRT_SUCCESS and len(reply.modelCache) == 2
+            blobs = []
+            for buffer in reply.modelCache:
+                _, memory = session.map_buffer(buffer)
+                blobs.append(bytes(memory.view()))
+                memory.close()
+    finally:
+        first.stop()
+    second = start_driver(runtime, "gpu", *ANY)
+    try:
+        assert admin_status(second).details["programs_built"] == "0"
+        with second.client() as session:
+            reply = prepare_from(session, blobs)
+            assert reply.returnCode == NNRT_SUCCESS
+            details = admin_status(second).details
+            assert details["programs_built"] == "0"
+            assert int(details["programs_loaded_from_binary"]) >= 1
+            x = f32(BATCH, SIZES[0])
+            (probs,) = _run_prepared(session, reply.preparedModelId, x)
+            np.testing.assert_allclose(probs, reference(x), rtol=1e-4, atol=1e-6)
+    finally:
+        second.stop()
+
+
+def _run_prepared(session, model_id, x):
+    _, xin = session.allocate_buffer(x.nbytes)
+    _, yout = session.allocate_buffer(BATCH * SIZES[2] * 4)
+    xin.array(np.float32, x.shape)[:] = x
+    io = lambda m, s: ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=s,  # noqa: E731
+                                  format=ht.FORMAT_NONE, data=m.descriptor())
+    reply = session.run(model_id, [io(xin, x.shape)], [io(yout, [BATCH, SIZES[2]])])
+    assert reply.returnCode == NNRT_SUCCESS
+    result = yout.array(np.float32, [BATCH, SIZES[2]]).copy()
+    xin.close(), yout.close()
+    return [result]
+
+
+@pytest.fixture
+def gpu_blobs(gpu):
+    builder, _ = mlp(BATCH, SIZES)
+    model_id = builder.prepare(gpu)
+    reply = gpu.export_model_cache(model_id)
+    blobs = []
+    for buffer in reply.modelCache:
+        _, memory = gpu.map_buffer(buffer)
+        blobs.append(bytes(memory.view()))
+        memory.close()
+    return blobs
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(lambda g, p: [g, _flip(p, len(p) - 3)], id="program-bit-flip"),
+    pytest.param(lambda g, p: [g, p[:len(p) // 2]], id="program-truncated"),
+    pytest.param(lambda g, p: [g, p + b"\0"], id="program-trailing-byte"),
+    pytest.param(lambda g, p: [_flip(g, len(g) - 3), p], id="graph-bit-flip"),
+    pytest.param(lambda g, p: [g], id="graph-only"),
+    pytest.param(lambda g, p: [p, g], id="swapped"),
+    pytest.param(lambda g, p: [g, p.replace(b"nnrt-gpu 0.1.0", b"nnrt-gpu 9.9.9")],
+                 id="program-of-another-driver-version"),
+    pytest.param(lambda g, p: [g.replace(b"nnrt-gpu 0.1.0", b"nnrt-gpu 9.9.9"), p],
+                 id="graph-of-another-driver-version"),
+    pytest.param(lambda g, p: [g.replace(b"Portable Computing Language", b"NVIDIA CUDA" +
+                                         b" " * 16), p], id="graph-of-another-opencl-device"),
+])
+def test_a_damaged_or_foreign_cache_is_refused(gpu, gpu_blobs, damage):
+    assert prepare_from(gpu, damage(*gpu_blobs)).returnCode == NNRT_INVALID_MODEL_CACHE
+    assert prepare_from(gpu, gpu_blobs).returnCode == NNRT_SUCCESS  # still serving
+
+
+def test_a_cpu_drivers_cache_is_refused(gpu, client):
+    builder, _ = mlp(BATCH, SIZES)
+    cpu_blob = exported_blob(client, builder.prepare(client))
+    assert prepare_from(gpu, [cpu_blob]).returnCode == NNRT_INVALID_MODEL_CACHE
+    assert prepare_from(gpu, [cpu_blob, cpu_blob]).returnCode == NNRT_INVALID_MODEL_CACHE
+
+
+# -- device memory -----------------------------------------------------------------------------
+
+
+def test_a_model_beyond_device_memory_is_refused_and_the_rest_keeps_working(tmp_path):
+    driver = start_driver(tmp_path / "rt", "gpu", *ANY, "--gpu-memory-mb", "1")
+    try:
+        with driver.client() as session:
+            small, small_ref = mlp(BATCH, SIZES)
+            small_id = small.prepare(session)
+            used = int(admin_status(driver).details["memory_used_bytes"])
+            big, _ = mlp(BATCH, (512, 1024, 6))  # 2 MiB of weights
+            with big.packed(session) as model:
+                reply = session.prepare_model(model)
+            assert reply.returnCode == NNRT_OUT_OF_MEMORY
+            assert int(admin_status(driver).details["memory_used_bytes"]) == used  # all freed
+            x = f32(BATCH, SIZES[0])
+            (probs,) = _run_prepared(session, small_id, x)
+            np.testing.assert_allclose(probs, small_ref(x), rtol=1e-4, atol=1e-6)
+        assert "NNRT_OUT_OF_MEMORY" in driver.log() and "bytes of device memory needed" in \
+            driver.log()
+    finally:
+        driver.stop()
+
+
+def test_released_models_give_their_memory_back(gpu, gpu_driver):
+    before = int(admin_status(gpu_driver).details["memory_used_bytes"])
+    builder, _ = mlp(BATCH, SIZES)
+    model_id = builder.prepare(gpu)
+    assert int(admin_status(gpu_driver).details["memory_used_bytes"]) > before
+    assert gpu.release_prepared_model(model_id).returnCode == NNRT_SUCCESS
+    assert int(admin_status(gpu_driver).details["memory_used_bytes"]) == before
+
+
+# -- what the GPU does not run -----------------------------------------------------------------
+
+
+def _with_topk() -> HdiModelBuilder:
+    b = HdiModelBuilder("topk")
+    x = b.input("x", np.float32, [2, 8])
+    y = b.tensor("y", np.float32, [2, 8])
+    values = b.tensor("values", np.float32, [2, 3])
+    indices = b.tensor("indices", np.int32, [2, 3])
+    b.node(na.NODE_TYPE_ADD_FUSION, [x, x], [y], na.AddFusion())
+    b.node(na.NODE_TYPE_TOPK_FUSION, [y, b.constant("k", np.int32([3]))], [values, indices],
+           na.TopKFusion(sorted=True, axis=-1))
+    b.mark_outputs(values, indices)
+    return b
+
+
+def test_unsupported_operations_are_reported_and_refused_by_name(gpu, gpu_driver):
+    builder = _with_topk()
+    with builder.packed(gpu) as model:
+        assert list(gpu.get_supported_operation(model).ops) == [True, False]
+        reply = gpu.prepare_model(model)
+    assert reply.returnCode == NNRT_UNSUPPORTED_OP
+    assert "NODE_TYPE_TOPK_FUSION has no GPU kernel" in gpu_driver.log()
