@@ -156,3 +156,14 @@ def wait_until(predicate, timeout: float, interval: float = 0.02) -> bool:
             return True
         time.sleep(interval)
     return predicate()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """How many operator test cases the GPU differential suite compared (tests/gpu)."""
+    from tests.gpu import differential
+
+    if differential.compared or differential.refused:
+        terminalreporter.write_line(
+            f"GPU differential: {sum(differential.compared.values())} operator test cases "
+            f"compared with the CPU driver over {len(differential.compared)} node types; "
+            f"{sum(differential.refused.values())} cases of nodes the GPU refuses")

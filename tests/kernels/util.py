@@ -21,6 +21,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.dtypes import hdi_data_type
 from nnrt.server.errors import DriverError
 from nnrt.server.graph import DYNAMIC, NodeSpec, QuantParam, TensorSpec
+from tests.gpu.differential import compare_on_gpu
 
 NNRT_INVALID_NODE = ht.NNRT_INVALID_NODE  # 19
 NNRT_UNSUPPORTED_OP = ht.NNRT_UNSUPPORTED_OP  # 33
@@ -106,7 +107,9 @@ def arrays_of(inputs: Sequence[InputLike]) -> list[np.ndarray]:
 
 def run_node(node: NodeSpec, arrays: Sequence[np.ndarray],
              kernel: Kernel | None = None) -> list[np.ndarray]:
-    """Plan (unless given a kernel), infer, execute; check dtypes and inferred shapes."""
+    """Plan (unless given a kernel), infer, execute; check dtypes and inferred shapes; and
+    where the GPU driver accepts the node, run it there too and compare (the differential
+    suite of the GPU driver over every kernel test case: tests/gpu/differential.py)."""
     kernel = create_kernel(node) if kernel is None else kernel
     arrays = [readonly(a) for a in arrays]
     shapes = kernel.infer_shapes([a.shape for a in arrays])
@@ -117,6 +120,7 @@ def run_node(node: NodeSpec, arrays: Sequence[np.ndarray],
         assert out.dtype == spec.dtype, (out.dtype, spec.dtype)
         assert len(shape) == out.ndim and all(d in (DYNAMIC, o) for d, o in
                                               zip(shape, out.shape)), (shape, out.shape)
+    compare_on_gpu(node, arrays, outs)
     return outs
 
 

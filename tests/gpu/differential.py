@@ -1,0 +1,48 @@
+"""The GPU driver against the CPU driver over the operator test cases.
+
+Every CPU kernel test that runs a node through `tests.kernels.util.run_node` also hands
+the node, its inputs and the CPU's outputs here: where the GPU driver accepts the node, it
+runs it as a one-node graph on the GPU (PoCL in CI) with the same inputs and the outputs
+must agree — float32 within 1e-4 relative, everything else exactly. Nodes the GPU refuses
+are counted, not compared. `NNRT_TEST_GPU_DIFFERENTIAL=0` switches the comparison off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from nnrt.drivers.gpu.kernel import create_op, node_type_name
+from nnrt.server.errors import DriverError
+from nnrt.server.graph import NodeSpec
+
+ENABLED = os.environ.get("NNRT_TEST_GPU_DIFFERENTIAL", "1") != "0"
+compared: Counter[str] = Counter()  # node type name -> cases compared
+refused: Counter[str] = Counter()  # ... cases the GPU refused
+
+
+def compare_on_gpu(node: NodeSpec, arrays: Sequence[np.ndarray],
+                   cpu_outputs: Sequence[np.ndarray]) -> None:
+    if not ENABLED:
+        return
+    from tests.gpu.util import assert_close, node_graph, run_gpu
+
+    name = node_type_name(node.node_type)
+    try:
+        create_op(node)
+    except DriverError:
+        refused[name] += 1
+        return
+    # The kernel tests declare outputs loosely (shape ()): a graph declares what was computed.
+    node = dataclasses.replace(node, outputs=tuple(
+        dataclasses.replace(spec, shape=tuple(out.shape))
+        for spec, out in zip(node.outputs, cpu_outputs)))
+    inputs = [a for a, spec in zip(arrays, node.inputs) if not spec.is_constant]
+    gpu_outputs = run_gpu(node_graph(node), inputs)
+    with np.errstate(all="ignore"):  # the test's own errstate is for its kernel, not for us
+        assert_close(gpu_outputs, cpu_outputs)
+    compared[name] += 1
