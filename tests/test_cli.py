@@ -16,7 +16,7 @@ from nnrt.client.devices import DeviceRegistry
 from tests.devmgr_util import WAIT, config_text, processes_using, start_devmgr
 
 DEVICE_KEYS = {"id", "name", "driver", "kind", "device_name", "vendor", "type", "status",
-               "hdi_version", "pid", "uptime_seconds", "restarts", "managed"}
+               "hdi_version", "pid", "uptime_seconds", "restarts", "managed", "details"}
 DRIVER_KEYS = {"name", "kind", "managed", "pid", "state", "health", "restarts", "last_exit",
                "reason", "uptime_seconds", "device_status", "in_flight_runs", "runs",
                "sessions", "memory_bytes", "fault_injection"}
@@ -73,7 +73,7 @@ def test_devices_and_status_of_a_driver_without_devmgr(driver, capsys):
             "id": expected_id, "name": "nnrt-cpu_nnrt_v2_1", "driver": "cpu", "kind": "cpu",
             "device_name": "nnrt-cpu", "vendor": "nnrt", "type": "CPU", "status": "available",
             "hdi_version": "2.1", "pid": driver.pid, "uptime_seconds": None,
-            "restarts": None, "managed": False}
+            "restarts": None, "managed": False, "details": {}}  # a CPU device has none
         assert device["uptime_seconds"] > 0  # from the driver's admin GetStatus
 
         code, out, _ = nnrt(capsys, "status", "--runtime-dir", rt, "--json")

@@ -9,15 +9,17 @@ import sys
 
 import grpc
 import numpy as np
+import pyopencl as cl
+import pyopencl._cl as _cl
 import pytest
 from google.protobuf import empty_pb2
 
 from nnrt.client.hdi_model import HdiModelBuilder
-from nnrt.drivers.gpu.opencl import found_devices
+from nnrt.drivers.gpu.opencl import cl_error, found_devices
 from nnrt.protos import admin_pb2, admin_pb2_grpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import (NNRT_INVALID_MODEL_CACHE, NNRT_NOT_SUPPORT, NNRT_OUT_OF_MEMORY,
+from nnrt.server.errors import (NNRT_DEVICE_ERROR, NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, NNRT_NOT_SUPPORT, NNRT_OUT_OF_MEMORY,
                                 NNRT_SUCCESS, NNRT_UNSUPPORTED_OP)
 from tests.conftest import start_driver
 from tests.test_model_cache import _flip, exported_blob, prepare_from
@@ -173,6 +175,11 @@ def gpu_blobs(gpu):
     return blobs
 
 
+def _platform() -> bytes:
+    """The name of the OpenCL platform --cl-device any picks (part of a cache's identity)."""
+    return found_devices()[0].platform.name.strip().encode()
+
+
 @pytest.mark.parametrize("damage", [
     pytest.param(lambda g, p: [g, _flip(p, len(p) - 3)], id="program-bit-flip"),
     pytest.param(lambda g, p: [g, p[:len(p) // 2]], id="program-truncated"),
@@ -184,8 +191,10 @@ def gpu_blobs(gpu):
                  id="program-of-another-driver-version"),
     pytest.param(lambda g, p: [g.replace(b"nnrt-gpu 0.1.0", b"nnrt-gpu 9.9.9"), p],
                  id="graph-of-another-driver-version"),
-    pytest.param(lambda g, p: [g.replace(b"Portable Computing Language", b"NVIDIA CUDA" +
-                                         b" " * 16), p], id="graph-of-another-opencl-device"),
+    pytest.param(lambda g, p: [g.replace(_platform(), b"Another OpenCL"), p],
+                 id="graph-of-another-opencl-platform"),
+    pytest.param(lambda g, p: [g, p.replace(_platform(), b"Another OpenCL")],
+                 id="program-of-another-opencl-platform"),
 ])
 def test_a_damaged_or_foreign_cache_is_refused(gpu, gpu_blobs, damage):
     assert prepare_from(gpu, damage(*gpu_blobs)).returnCode == NNRT_INVALID_MODEL_CACHE
@@ -255,3 +264,78 @@ def test_unsupported_operations_are_reported_and_refused_by_name(gpu, gpu_driver
         reply = gpu.prepare_model(model)
     assert reply.returnCode == NNRT_UNSUPPORTED_OP
     assert "NODE_TYPE_TOPK_FUSION has no GPU kernel" in gpu_driver.log()
+
+
+# -- dynamic shapes and failures at run time ---------------------------------------------------
+
+
+def _dynamic_fc(n_in: int = 64, n_out: int = 64) -> tuple[HdiModelBuilder, np.ndarray]:
+    w = f32(n_out, n_in)
+    b = HdiModelBuilder("dynamic")
+    x = b.input("x", np.float32, [-1, n_in])
+    y = b.tensor("y", np.float32, [-1, n_out])
+    b.node(na.NODE_TYPE_FULL_CONNECTION, [x, b.constant("w", w)], [y],
+           na.FullConnection(activationType=ht.ACTIVATION_TYPE_RELU))
+    b.mark_outputs(y)
+    return b, w
+
+
+def _run_dynamic(session, model_id, x, n_out):
+    _, xin = session.allocate_buffer(x.nbytes)
+    _, yout = session.allocate_buffer(x.shape[0] * n_out * 4)
+    xin.array(np.float32, x.shape)[:] = x
+    io = lambda m, s: ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=s,  # noqa: E731
+                                  format=ht.FORMAT_NONE, data=m.descriptor())
+    reply = session.run(model_id, [io(xin, x.shape)], [io(yout, [x.shape[0], n_out])])
+    result = yout.array(np.float32, [x.shape[0], n_out]).copy()
+    xin.close(), yout.close()
+    return reply, result
+
+
+def test_dynamic_batches_are_specialised_and_the_oldest_dropped(gpu, gpu_driver):
+    builder, w = _dynamic_fc()
+    model_id = builder.prepare(gpu)
+    used = []
+    for batch in (1, 5, 2, 7, 3, 9, 1, 5):  # more distinct shapes than are kept (4)
+        x = f32(batch, 64)
+        reply, y = _run_dynamic(gpu, model_id, x, 64)
+        assert reply.returnCode == NNRT_SUCCESS
+        assert [list(d.values) for d in reply.outputDims] == [[batch, 64]]
+        np.testing.assert_allclose(y, np.maximum(x.astype(np.float64) @ w.T, 0), rtol=1e-4,
+                                   atol=1e-4)
+        used.append(int(admin_status(gpu_driver).details["memory_used_bytes"]))
+    assert max(used[4:]) <= max(used[:4]) * 2  # bounded: old specialisations freed
+    assert gpu.release_prepared_model(model_id).returnCode == NNRT_SUCCESS
+
+
+def test_a_run_whose_shape_does_not_fit_fails_and_smaller_ones_keep_working(tmp_path):
+    driver = start_driver(tmp_path / "rt", "gpu", *ANY, "--gpu-memory-mb", "1")
+    try:
+        with driver.client() as session:
+            builder, w = _dynamic_fc()
+            model_id = builder.prepare(session)
+            reply, _ = _run_dynamic(session, model_id, f32(4096, 64), 64)  # 2 MiB in + out
+            assert reply.returnCode == NNRT_OUT_OF_MEMORY
+            x = f32(3, 64)
+            reply, y = _run_dynamic(session, model_id, x, 64)
+            assert reply.returnCode == NNRT_SUCCESS
+            np.testing.assert_allclose(y, np.maximum(x.astype(np.float64) @ w.T, 0),
+                                       rtol=1e-4, atol=1e-4)
+    finally:
+        driver.stop()
+
+
+@pytest.mark.parametrize("error,code", [
+    (cl.MemoryError, NNRT_OUT_OF_MEMORY),  # CL_MEM_OBJECT_ALLOCATION_FAILURE
+])
+def test_opencl_errors_map_to_precise_codes(error, code):
+    assert cl_error(error(_cl._ErrorRecord("create_buffer", -4, "")), "test").code == code
+
+
+@pytest.mark.parametrize("status,code", [(-4, NNRT_OUT_OF_MEMORY), (-5, NNRT_OUT_OF_MEMORY),
+                                         (-6, NNRT_OUT_OF_MEMORY), (-2, NNRT_DEVICE_ERROR),
+                                         (-9999, NNRT_DEVICE_ERROR), (-30, NNRT_FAILED),
+                                         (-48, NNRT_FAILED)])
+def test_opencl_status_codes_map_to_hdi_codes(status, code):
+    exc = cl.RuntimeError(_cl._ErrorRecord("enqueue_nd_range_kernel", status, "test"))
+    assert cl_error(exc, "run").code == code

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from nnrt.client.hdi_model import HdiModelBuilder
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.drivers.gpu.kernel import create_op
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
+
 from tests.gpu.util import assert_close, graph_of, node_graph, run_cpu, run_gpu
 from tests.kernels.util import NNRT_UNSUPPORTED_OP, expect_error, make_node, randn
 

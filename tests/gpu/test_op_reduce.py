@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.drivers.gpu.kernel import create_op
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
+
 from tests.gpu.util import assert_close, node_graph, run_cpu, run_gpu
-from tests.kernels.util import NNRT_UNSUPPORTED_OP, Const, expect_error, make_node, randn
+from tests.kernels.util import (
+    NNRT_UNSUPPORTED_OP,
+    Const,
+    expect_error,
+    make_node,
+    randn,
+)
 
 REDUCE = na.NODE_TYPE_REDUCE_FUSION
 MODES = {

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from nnrt.drivers.gpu.kernel import create_op
 from nnrt.protos import node_attrs_pb2 as na
+
 from tests.gpu.util import assert_close, node_graph, run_cpu, run_gpu
 from tests.kernels.util import NNRT_UNSUPPORTED_OP, expect_error, make_node, randn
 
@@ -60,4 +60,4 @@ def test_refused() -> None:
     x = randn(4, 5).astype(np.float16)
     for kind in (SOFTMAX, LOG_SOFTMAX):
         node = make_node(kind, attrs(kind, None), [x], out_shape=x.shape)
-        expect_error(NNRT_UNSUPPORTED_OP, lambda: create_op(node))
+        expect_error(NNRT_UNSUPPORTED_OP, lambda node=node: create_op(node))

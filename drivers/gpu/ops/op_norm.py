@@ -25,6 +25,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyopencl as cl
+from nnrt.drivers.cpu.kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.graph import NodeSpec
 
 from ..kernel import (
     WORK_GROUP,
@@ -37,9 +40,6 @@ from ..kernel import (
     register,
     require_dtypes,
 )
-from nnrt.drivers.cpu.kernel import Kernel
-from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
 
 NORM_WG = 256  # as in cl/norm.cl
 

@@ -25,6 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from nnrt.drivers.cpu.kernel import Kernel
+from nnrt.drivers.cpu.ops._common import to_nhwc, window_axis
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.graph import NodeSpec
 
 from ..kernel import (
     WORK_GROUP,
@@ -36,10 +40,6 @@ from ..kernel import (
     register,
     require_dtypes,
 )
-from nnrt.drivers.cpu.kernel import Kernel
-from nnrt.drivers.cpu.ops._common import to_nhwc, window_axis
-from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
 
 
 @register(na.NODE_TYPE_MAX_POOL_FUSION, na.NODE_TYPE_AVGPOOL_FUSION)

@@ -21,6 +21,10 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from nnrt.drivers.cpu.kernel import Kernel, unsupported
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.graph import NodeSpec
 
 from ..kernel import (
     WORK_GROUP,
@@ -32,15 +36,11 @@ from ..kernel import (
     register,
     require_dtypes,
 )
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
-from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
 
 RED_WG = 256  # as in cl/reduce.cl
 SHORT = 64  # reductions of fewer cells: one work-item per output
 CHUNK = 4096  # cells per work-group at least, when long reductions are split
-TARGET_GROUPS = 256  # work-groups worth filling a device with
+TARGET_GROUPS = 1024  # work-groups worth filling a device with
 
 PRE_NONE, PRE_SQUARE, PRE_ABS, PRE_NONZERO = range(4)
 POST_NONE, POST_MEAN, POST_SQRT = range(3)

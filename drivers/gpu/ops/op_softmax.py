@@ -8,7 +8,9 @@ through the maximum as numpy's does.
 Computation (cl/softmax.cl): x seen as [outer, L, inner] (L along the axis); one work-group
 of 128 work-items per row (o, i), whose L values are `inner` apart: a strided pass with a
 local-memory tree reduction for the maximum, another for the sum of exps, then the writing
-pass. The last axis (inner = 1) reads each row contiguously.
+pass. The last axis (inner = 1) reads each row contiguously. Softmax and LogSoftmax are two
+kernels of one program (PoCL miscompiled one kernel branching on the mode between
+barriers).
 
 Refused: dtypes other than float32.
 """
@@ -19,11 +21,19 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-
-from ..kernel import Builder, DeviceTensor, Epilogue, GpuOp, Launch, register, require_dtypes
 from nnrt.drivers.cpu.kernel import Kernel
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import NodeSpec
+
+from ..kernel import (
+    Builder,
+    DeviceTensor,
+    Epilogue,
+    GpuOp,
+    Launch,
+    register,
+    require_dtypes,
+)
 
 SOFTMAX_WG = 128  # as in cl/softmax.cl
 

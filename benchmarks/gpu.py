@@ -1,0 +1,165 @@
+"""The GPU driver against the CPU driver on the zoo models, measured side by side in one run;
+and a GPU model prepared from its graph (programs built) against one prepared from its cache
+(program binaries loaded), each by a freshly started GPU driver.
+
+Both drivers run as processes of their own in a private runtime directory, started here;
+the client is the Pythonic API (`nnrt.client.api`, on the C API). For each model and batch
+the outputs are compared first (allclose), then rounds alternate between the devices, and
+the median latency of every call is printed with the ratio CPU / GPU.
+
+    python benchmarks/gpu.py                          # --cl-device gpu: the first OpenCL GPU
+    python benchmarks/gpu.py --cl-device any --batches 1 --calls 5   # PoCL: figures mean nothing
+    python benchmarks/gpu.py --models resnet,encoder --batches 1,32
+
+On PoCL (an OpenCL CPU device) the speed figures say nothing about a GPU; run it on a
+machine with one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from nnrt.client import zoo
+from nnrt.client.api import Compiled
+from nnrt.client.hdi import DriverClient, DriverGone
+from nnrt.server.runtime_dir import ENV as RUNTIME_ENV
+
+# Sizes of the benchmark models (the zoo's defaults are test sizes).
+SIZES = {
+    "mlp": {"width": 1024},
+    "resnet": {"size": 64},
+    "mobilenet": {"size": 96},
+    "encoder": {"seq": 64, "d": 256},
+    "lstm": {"seq": 32, "n_in": 128, "hidden": 256},
+}
+
+
+class Driver:
+    def __init__(self, directory: Path, kind: str, *args: str) -> None:
+        self.directory, self.kind, self.args = directory, kind, args
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "nnrt.server", self.kind, "--runtime-dir",
+             str(self.directory), "--log-level", "WARNING", *self.args],
+            stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                sys.exit(f"the {self.kind} driver exited with {self.proc.returncode}")
+            try:
+                DriverClient.connect(self.kind, self.directory, timeout=1.0).close()
+                return
+            except DriverGone:
+                if time.monotonic() > deadline:
+                    sys.exit(f"the {self.kind} driver did not start within 60 s")
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
+
+
+def outputs(result) -> list[np.ndarray]:
+    return list(result) if isinstance(result, (list, tuple)) else [result]
+
+
+def latency(executor, x: np.ndarray, calls: int) -> list[float]:
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        executor.run(x)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def compare(model_name: str, batch: int, rounds: int, calls: int) -> tuple[float, float]:
+    model, x = zoo.build(model_name, batch=batch, **SIZES[model_name])
+    compiled = {device: model.compile(device) for device in ("cpu", "gpu")}
+    executors = {device: c.executor() for device, c in compiled.items()}
+    try:
+        cpu, gpu = (outputs(executors[d].run(x)) for d in ("cpu", "gpu"))
+        for a, b in zip(cpu, gpu):
+            np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-3)
+        times: dict[str, list[float]] = {"cpu": [], "gpu": []}
+        for r in range(rounds):
+            for device in (("cpu", "gpu") if r % 2 == 0 else ("gpu", "cpu")):
+                times[device] += latency(executors[device], x, calls)
+        return statistics.median(times["cpu"]), statistics.median(times["gpu"])
+    finally:
+        for device in executors:
+            executors[device].close()
+            compiled[device].close()
+
+
+def prepare_times(model_name: str, gpu: Driver) -> tuple[float, float]:
+    """(from the graph, from the cache) by a freshly started GPU driver each time."""
+    model, _ = zoo.build(model_name, batch=1, **SIZES[model_name])
+    gpu.stop()
+    gpu.start()
+    start = time.perf_counter()
+    compiled = model.compile("gpu")
+    from_graph = time.perf_counter() - start
+    cache = compiled.export_cache()
+    compiled.close()
+    gpu.stop()
+    gpu.start()
+    start = time.perf_counter()
+    Compiled.from_cache(cache, "gpu").close()
+    return from_graph, time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cl-device", default="gpu", help="the GPU driver's --cl-device")
+    parser.add_argument("--models", default=",".join(zoo.FAMILIES))
+    parser.add_argument("--batches", default="1,32")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=10)
+    args = parser.parse_args()
+    names = args.models.split(",")
+    batches = [int(b) for b in args.batches.split(",")]
+    # The client logs each driver restart of the prepare measurement: expected here.
+    logging.basicConfig(level=logging.ERROR)
+    directory = Path(tempfile.mkdtemp(prefix="nnrt-bench-gpu-"))
+    os.environ[RUNTIME_ENV] = str(directory)
+    os.environ["NNRT_NO_EMBEDDED"] = "1"
+    cpu = Driver(directory, "cpu")
+    gpu = Driver(directory, "gpu", "--cl-device", args.cl_device)
+    cpu.start()
+    gpu.start()
+    try:
+        from nnrt.client.api import list_devices
+        for device in list_devices():
+            print(f"device: {device.name} ({device.type.name})")
+        print(f"\n{'model':<10} {'batch':>5} {'cpu ms':>9} {'gpu ms':>9} {'cpu/gpu':>8}")
+        for name in names:
+            for batch in batches:
+                cpu_s, gpu_s = compare(name, batch, args.rounds, args.calls)
+                print(f"{name:<10} {batch:>5} {cpu_s * 1e3:>9.2f} {gpu_s * 1e3:>9.2f} "
+                      f"{cpu_s / gpu_s:>7.2f}x", flush=True)
+        print(f"\n{'model':<10} {'prepare: graph ms':>18} {'cache ms':>9} {'graph/cache':>12}")
+        for name in names:
+            graph_s, cache_s = prepare_times(name, gpu)
+            print(f"{name:<10} {graph_s * 1e3:>18.1f} {cache_s * 1e3:>9.1f} "
+                  f"{graph_s / cache_s:>11.1f}x", flush=True)
+    finally:
+        gpu.stop()
+        cpu.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
