@@ -1,35 +1,31 @@
 """Serialising a validated Graph into a model-cache blob and back (ExportModelCache /
 PrepareModelFromModelCache), for any device that caches its models as graphs.
 
-Blob layout (little endian):
+The blob is sealed (server/sealed_blob.py: magic "NNRTGRPH", format version, identity,
+CRC-32) around this payload (little endian):
 
-    magic "NNRTGRPH" | u32 format version | u32 identity length | identity (UTF-8)
-    | u32 CRC-32 of everything after it | u64 model length | Model protobuf
-    | constant bytes, back to back
+    u64 model length | Model protobuf | constant bytes, back to back
 
-(CRC-32 detects corruption and truncation at memory speed; a cache is not a security
-boundary — whoever can write it can write the model too.)
-
-`identity` names the device and driver version that wrote the blob (plus any setting the
-compiled form depends on); a blob from another device, another driver version, another
-format version, or with a wrong digest, a truncation or trailing garbage is refused with
-NNRT_INVALID_MODEL_CACHE. A blob that passes is still validated as a Model (a digest
-proves integrity, not that the writer was sound).
+A blob from another device, another driver version, another format version, or with a
+wrong digest, a truncation or trailing garbage is refused with NNRT_INVALID_MODEL_CACHE. A
+blob that passes is still validated as a Model (a digest proves integrity, not that the
+writer was sound).
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, DriverError
+from nnrt.server.errors import DriverError
 from nnrt.server.graph import Graph
 from nnrt.server.model_validation import build_graph
+from nnrt.server.sealed_blob import refusal, seal, unseal
 
 MAGIC = b"NNRTGRPH"
+WHAT = "model cache"
 FORMAT_VERSION = 1
 _CONSTANTS = 1  # the pseudo buffer id constants are read from inside a blob
 # attribute message type -> its Node.nodeAttr member
@@ -62,35 +58,19 @@ def encode(graph: Graph, identity: str) -> bytes:
     model.subGraph.add(name="NNRt_SubGraph", inputIndices=model.inputIndex,
                        outputIndices=model.outputIndex, nodeIndices=range(len(graph.nodes)))
     body = model.SerializeToString()
-    payload = struct.pack("<Q", len(body)) + body + b"".join(chunks)
-    ident = identity.encode()
-    return (MAGIC + struct.pack("<II", FORMAT_VERSION, len(ident)) + ident
-            + struct.pack("<I", zlib.crc32(payload)) + payload)
+    return seal(MAGIC, FORMAT_VERSION, identity,
+                struct.pack("<Q", len(body)) + body + b"".join(chunks))
 
 
 def _refuse(why: str) -> DriverError:
-    return DriverError(NNRT_INVALID_MODEL_CACHE, f"model cache refused: {why}")
+    return refusal(WHAT, why)
 
 
 def decode(blob: bytes, identity: str) -> Graph:
     """The graph of a blob written by `encode` with the same identity; DriverError otherwise."""
-    view = memoryview(blob)
-    head = len(MAGIC) + 8
-    if len(view) < head or bytes(view[:len(MAGIC)]) != MAGIC:
-        raise _refuse("not an nnrt graph cache")
-    version, ident_length = struct.unpack_from("<II", view, len(MAGIC))
-    if version != FORMAT_VERSION:
-        raise _refuse(f"format version {version}, this driver reads {FORMAT_VERSION}")
-    ident_end = head + ident_length
-    if len(view) < ident_end + 4 + 8:
+    payload = unseal(blob, MAGIC, FORMAT_VERSION, identity, WHAT)
+    if len(payload) < 8:
         raise _refuse("truncated")
-    written_by = bytes(view[head:ident_end]).decode(errors="replace")
-    if written_by != identity:
-        raise _refuse(f"written by {written_by!r}, this is {identity!r}")
-    (checksum,) = struct.unpack_from("<I", view, ident_end)
-    payload = view[ident_end + 4:]
-    if zlib.crc32(payload) != checksum:
-        raise _refuse("checksum mismatch (corrupt or truncated)")
     (body_length,) = struct.unpack_from("<Q", payload, 0)
     if 8 + body_length > len(payload):
         raise _refuse("truncated model")

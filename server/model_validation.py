@@ -32,7 +32,6 @@ from nnrt.server.errors import (
     NNRT_INVALID_PRIORITY,
     NNRT_INVALID_SHAPE,
     NNRT_INVALID_TENSOR,
-    NNRT_MEMORY_ERROR,
     NNRT_UNSUPPORTED_OP,
     DriverError,
 )

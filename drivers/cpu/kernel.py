@@ -18,10 +18,11 @@ three things side by side:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from nnrt.drivers.registry import registrar
 from nnrt.protos.hdi_types_pb2 import QUANT_TYPE_ALL
 from nnrt.server.errors import NNRT_INVALID_NODE, NNRT_UNSUPPORTED_OP, DriverError
 from nnrt.server.graph import NodeSpec, Shape
@@ -60,17 +61,7 @@ class Kernel(ABC):
         """Output arrays (with the output tensors' dtypes) for these input arrays."""
 
 
-def register(*node_types: int) -> Callable[[type[Kernel]], type[Kernel]]:
-    """Class decorator: make `cls` the kernel of each NodeType code given."""
-
-    def add(cls: type[Kernel]) -> type[Kernel]:
-        for node_type in node_types:
-            if node_type in KERNELS:
-                raise RuntimeError(f"NodeType {node_type} registered twice")
-            KERNELS[node_type] = cls
-        return cls
-
-    return add
+register = registrar(KERNELS)  # @register(NODE_TYPE_...) on each Kernel class
 
 
 def create_kernel(node: NodeSpec) -> Kernel:

@@ -24,7 +24,7 @@ epilogue (`Epilogue`: + residual, activation; `POST` in cl/common.cl) set
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -33,6 +33,7 @@ import numpy as np
 import pyopencl as cl
 
 from nnrt.drivers.cpu.kernel import Kernel, unsupported
+from ..registry import registrar
 from .opencl import ClRuntime, DeviceMemory, cl_error
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
@@ -198,15 +199,7 @@ class GpuOp(ABC):
         return None
 
 
-def register(*node_types: int) -> Callable[[type[GpuOp]], type[GpuOp]]:
-    def add(cls: type[GpuOp]) -> type[GpuOp]:
-        for node_type in node_types:
-            if node_type in GPU_OPS:
-                raise RuntimeError(f"NodeType {node_type} registered twice")
-            GPU_OPS[node_type] = cls
-        return cls
-
-    return add
+register = registrar(GPU_OPS)  # @register(NODE_TYPE_...) on each GpuOp class
 
 
 def node_type_name(node_type: int) -> str:

@@ -6,26 +6,22 @@ the programs the model's kernels come from, keyed like the process's program cac
 carry the identity of the driver version and the OpenCL device and driver that wrote them:
 a cache from another one is refused with NNRT_INVALID_MODEL_CACHE (the client rebuilds).
 
-Layout (little endian):
+The blob is sealed (server/sealed_blob.py: magic "NNRTCLPB", format version, identity,
+CRC-32) around this payload (little endian):
 
-    magic "NNRTCLPB" | u32 format version | u32 identity length | identity (UTF-8)
-    | u32 CRC-32 of the rest | u32 count | count x (64-byte hex key | u64 length | binary)
+    u32 count | count x (64-byte hex key | u64 length | binary)
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
 
-from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, DriverError
+from nnrt.server.sealed_blob import refusal, seal, unseal
 
 MAGIC = b"NNRTCLPB"
+WHAT = "GPU program cache"
 FORMAT_VERSION = 1
 KEY_BYTES = 64
-
-
-def _refuse(why: str) -> DriverError:
-    return DriverError(NNRT_INVALID_MODEL_CACHE, f"program cache refused: {why}")
 
 
 def encode(binaries: dict[str, bytes], identity: str) -> bytes:
@@ -33,43 +29,26 @@ def encode(binaries: dict[str, bytes], identity: str) -> bytes:
     for key, binary in sorted(binaries.items()):
         body.append(key.encode().ljust(KEY_BYTES, b"\0") + struct.pack("<Q", len(binary)))
         body.append(binary)
-    payload = b"".join(body)
-    ident = identity.encode()
-    return (MAGIC + struct.pack("<II", FORMAT_VERSION, len(ident)) + ident
-            + struct.pack("<I", zlib.crc32(payload)) + payload)
+    return seal(MAGIC, FORMAT_VERSION, identity, b"".join(body))
 
 
 def decode(blob: bytes, identity: str) -> dict[str, bytes]:
     """Program key -> binary; DriverError(NNRT_INVALID_MODEL_CACHE) for anything else."""
-    view = memoryview(blob)
-    head = len(MAGIC) + 8
-    if len(view) < head or bytes(view[:len(MAGIC)]) != MAGIC:
-        raise _refuse("not an nnrt GPU program cache")
-    version, ident_length = struct.unpack_from("<II", view, len(MAGIC))
-    if version != FORMAT_VERSION:
-        raise _refuse(f"format version {version}, this driver reads {FORMAT_VERSION}")
-    end = head + ident_length
-    if len(view) < end + 8:
-        raise _refuse("truncated")
-    written_by = bytes(view[head:end]).decode(errors="replace")
-    if written_by != identity:
-        raise _refuse(f"written by {written_by!r}, this is {identity!r}")
-    (checksum,) = struct.unpack_from("<I", view, end)
-    payload = view[end + 4:]
-    if zlib.crc32(payload) != checksum:
-        raise _refuse("checksum mismatch (corrupt or truncated)")
+    payload = unseal(blob, MAGIC, FORMAT_VERSION, identity, WHAT)
+    if len(payload) < 4:
+        raise refusal(WHAT, "truncated")
     (count,) = struct.unpack_from("<I", payload, 0)
     offset, binaries = 4, {}
     for _ in range(count):
         if offset + KEY_BYTES + 8 > len(payload):
-            raise _refuse("truncated entry")
+            raise refusal(WHAT, "truncated entry")
         key = bytes(payload[offset:offset + KEY_BYTES]).rstrip(b"\0").decode(errors="replace")
         (length,) = struct.unpack_from("<Q", payload, offset + KEY_BYTES)
         offset += KEY_BYTES + 8
         if offset + length > len(payload):
-            raise _refuse("truncated binary")
+            raise refusal(WHAT, "truncated binary")
         binaries[key] = bytes(payload[offset:offset + length])
         offset += length
     if offset != len(payload):
-        raise _refuse("trailing bytes")
+        raise refusal(WHAT, "trailing bytes")
     return binaries

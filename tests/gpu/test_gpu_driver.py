@@ -22,7 +22,7 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.errors import (NNRT_DEVICE_ERROR, NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, NNRT_NOT_SUPPORT, NNRT_OUT_OF_MEMORY,
                                 NNRT_SUCCESS, NNRT_UNSUPPORTED_OP)
 from tests.conftest import start_driver
-from tests.test_model_cache import _flip, exported_blob, prepare_from
+from tests.test_model_cache import _flip, exported_blob, prepare_from, run_prepared
 from tests.test_models_e2e import f32, mlp, run
 
 ANY = ("--cl-device", "any")
@@ -143,23 +143,10 @@ def test_cache_round_trip_through_a_new_driver_builds_no_program(tmp_path):
             assert details["programs_built"] == "0"
             assert int(details["programs_loaded_from_binary"]) >= 1
             x = f32(BATCH, SIZES[0])
-            (probs,) = _run_prepared(session, reply.preparedModelId, x)
+            probs = run_prepared(session, reply.preparedModelId, x)
             np.testing.assert_allclose(probs, reference(x), rtol=1e-4, atol=1e-6)
     finally:
         second.stop()
-
-
-def _run_prepared(session, model_id, x):
-    _, xin = session.allocate_buffer(x.nbytes)
-    _, yout = session.allocate_buffer(BATCH * SIZES[2] * 4)
-    xin.array(np.float32, x.shape)[:] = x
-    io = lambda m, s: ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=s,  # noqa: E731
-                                  format=ht.FORMAT_NONE, data=m.descriptor())
-    reply = session.run(model_id, [io(xin, x.shape)], [io(yout, [BATCH, SIZES[2]])])
-    assert reply.returnCode == NNRT_SUCCESS
-    result = yout.array(np.float32, [BATCH, SIZES[2]]).copy()
-    xin.close(), yout.close()
-    return [result]
 
 
 @pytest.fixture
@@ -224,7 +211,7 @@ def test_a_model_beyond_device_memory_is_refused_and_the_rest_keeps_working(tmp_
             assert reply.returnCode == NNRT_OUT_OF_MEMORY
             assert int(admin_status(driver).details["memory_used_bytes"]) == used  # all freed
             x = f32(BATCH, SIZES[0])
-            (probs,) = _run_prepared(session, small_id, x)
+            probs = run_prepared(session, small_id, x)
             np.testing.assert_allclose(probs, small_ref(x), rtol=1e-4, atol=1e-6)
         assert "NNRT_OUT_OF_MEMORY" in driver.log() and "bytes of device memory needed" in \
             driver.log()

@@ -63,3 +63,21 @@ inline float activate(float x, int act, float alpha, float lo, float hi, int app
     float post_alpha, float post_lo, float post_hi, int post_approx
 #define POST(v, i) activate(post_has_res ? (v) + post_res[i] : (v), post_act, post_alpha, \
     post_lo, post_hi, post_approx)
+
+// Two strided operands read at the coordinates of one dense index i: table = rank,
+// dims[rank], a_strides[rank], b_strides[rank] (elements; 0 along a broadcast axis). Rank 0
+// means both are dense over the same shape: both at i.
+inline int2 pair_offsets(__global const int* table, int i) {
+    int rank = table[0];
+    if (rank == 0) return (int2)(i, i);
+    int rest = i;
+    int2 off = (int2)(0, 0);
+    for (int d = rank - 1; d >= 0; --d) {
+        int dim = table[1 + d];
+        int coord = rest % dim;
+        rest /= dim;
+        off.x += coord * table[1 + rank + d];
+        off.y += coord * table[1 + 2 * rank + d];
+    }
+    return off;
+}

@@ -1,6 +1,5 @@
 // Element-wise binaries with numpy broadcasting, and activations.
-// table: rank, dims[rank], a_strides[rank], b_strides[rank] (elements; 0 where the operand
-// is broadcast along that axis). Equal shapes pass rank 0 and index both operands by i.
+// table: as pair_offsets (cl/common.cl) takes it; equal shapes pass rank 0.
 
 #define OP_ADD 0
 #define OP_SUB 1
@@ -28,21 +27,8 @@ __kernel void binary(__global const float* a, __global const float* b, __global 
                      int n, int op, __global const int* table, int act, POST_PARAMS) {
     int i = get_global_id(0);
     if (i >= n) return;
-    int rank = table[0];
-    int ia = i, ib = i;
-    if (rank > 0) {
-        int rest = i;
-        ia = 0;
-        ib = 0;
-        for (int d = rank - 1; d >= 0; --d) {
-            int dim = table[1 + d];
-            int coord = rest % dim;
-            rest /= dim;
-            ia += coord * table[1 + rank + d];
-            ib += coord * table[1 + 2 * rank + d];
-        }
-    }
-    float v = activate(binary_op(a[ia], b[ib], op), act, 0.0f, 0.0f, 0.0f, 0);
+    int2 at = pair_offsets(table, i);
+    float v = activate(binary_op(a[at.x], b[at.y], op), act, 0.0f, 0.0f, 0.0f, 0);
     out[i] = POST(v, i);
 }
 

@@ -18,19 +18,6 @@
 #define WPT 4   // outputs per work-item along each dimension
 #define RTS 16  // work-items along each dimension (TS / WPT)
 
-inline void batch_offsets(__global const int* table, int batch, int* a_off, int* b_off) {
-    int rank = table[0];
-    int rest = batch, ia = 0, ib = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-        int dim = table[1 + d];
-        int coord = rest % dim;
-        rest /= dim;
-        ia += coord * table[1 + rank + d];
-        ib += coord * table[1 + 2 * rank + d];
-    }
-    *a_off = ia;
-    *b_off = ib;
-}
 
 __kernel __attribute__((reqd_work_group_size(RTS, RTS, 1)))
 void gemm(__global const float* a, __global const float* b, __global const float* bias,
@@ -42,10 +29,9 @@ void gemm(__global const float* a, __global const float* b, __global const float
     const int tid = ty * RTS + tx;
     const int n0 = get_group_id(0) * TS, m0 = get_group_id(1) * TS;
     const int batch = get_global_id(2);
-    int a_off, b_off;
-    batch_offsets(table, batch, &a_off, &b_off);
-    a += a_off;
-    b += b_off;
+    const int2 off = pair_offsets(table, batch);
+    a += off.x;
+    b += off.y;
 
     float acc[WPT][WPT];
     for (int i = 0; i < WPT; ++i)
@@ -110,10 +96,9 @@ void gemv(__global const float* a, __global const float* b, __global const float
     const int n = get_group_id(0) * GV_N + tx;
     const int m = get_group_id(1);
     const int batch = get_global_id(2);
-    int a_off, b_off;
-    batch_offsets(table, batch, &a_off, &b_off);
-    a += a_off + m * a_rs;
-    b += b_off;
+    const int2 off = pair_offsets(table, batch);
+    a += off.x + m * a_rs;
+    b += off.y;
 
     float acc = 0.0f;
     if (n < N) {

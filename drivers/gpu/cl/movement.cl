@@ -18,16 +18,8 @@ __kernel void strided_copy(__global const T* src, __global T* dst, int n, int sr
                            int dst_off, __global const int* table) {
     int i = get_global_id(0);
     if (i >= n) return;
-    int rank = table[0];
-    int rest = i, s = src_off, d = dst_off;
-    for (int k = rank - 1; k >= 0; --k) {
-        int dim = table[1 + k];
-        int c = rest % dim;
-        rest /= dim;
-        s += c * table[1 + rank + k];
-        d += c * table[1 + 2 * rank + k];
-    }
-    dst[d] = src[s];
+    int2 at = pair_offsets(table, i);
+    dst[dst_off + at.y] = src[src_off + at.x];
 }
 
 // out[b, c, r] = in[b, r, c] for in of shape [batch, rows, cols]: a TILE x TILE tile read

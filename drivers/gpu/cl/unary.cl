@@ -98,20 +98,7 @@ __kernel void power(__global const float* x, __global const float* e, __global f
                     int n, __global const int* table, float scale, float shift, POST_PARAMS) {
     int i = get_global_id(0);
     if (i >= n) return;
-    int rank = table[0];
-    int ix = i, ie = i;
-    if (rank > 0) {
-        int rest = i;
-        ix = 0;
-        ie = 0;
-        for (int d = rank - 1; d >= 0; --d) {
-            int dim = table[1 + d];
-            int coord = rest % dim;
-            rest /= dim;
-            ix += coord * table[1 + rank + d];
-            ie += coord * table[1 + 2 * rank + d];
-        }
-    }
-    float v = pow(scale_shift(x[ix], scale, shift), e[ie]);
+    int2 at = pair_offsets(table, i);
+    float v = pow(scale_shift(x[at.x], scale, shift), e[at.y]);
     out[i] = POST(v, i);
 }
