@@ -37,6 +37,7 @@ from ..registry import registrar
 from .opencl import ClRuntime, DeviceMemory, cl_error
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.errors import DriverError
 from nnrt.server.graph import NodeSpec, Shape
 
 GPU_OPS: dict[int, type[GpuOp]] = {}
@@ -131,8 +132,18 @@ class Preparer:
         return self.memory.upload(array, what)
 
 
+@dataclass(frozen=True)
+class RunCheck:
+    """A condition a kernel verifies on run-time values (an index in range, ...): it sets
+    `flag` (one int32 on the device, zeroed before each run) when the condition fails, and
+    the run then fails with `error` before any output is written."""
+
+    flag: cl.Buffer
+    error: DriverError
+
+
 class Builder:
-    """Specialisation-time services for ops: programs, kernels, scratch buffers."""
+    """Specialisation-time services for ops: programs, kernels, scratch buffers, checks."""
 
     def __init__(self, runtime: ClRuntime, memory: DeviceMemory, programs: set[str],
                  dummy: cl.Buffer) -> None:
@@ -140,6 +151,13 @@ class Builder:
         self.memory = memory
         self.programs = programs  # keys of every program this model uses (for its cache)
         self.dummy = dummy  # bound where an optional buffer is absent
+        self.checks: list[RunCheck] = []
+
+    def run_check(self, error: DriverError) -> cl.Buffer:
+        """The flag a kernel sets (to any non-zero value) to fail the run with `error`."""
+        flag = self.memory.allocate(4, "run check")
+        self.checks.append(RunCheck(flag, error))
+        return flag
 
     def program(self, name: str, options: Sequence[str] = ()) -> cl.Program:
         key, program = self.runtime.programs.get(cl_source(name), tuple(options))

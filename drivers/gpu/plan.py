@@ -39,6 +39,7 @@ from .kernel import (
     GpuOp,
     Launch,
     Preparer,
+    RunCheck,
     create_op,
 )
 from .opencl import ClRuntime, DeviceMemory, cl_error, iter_chunks
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 
 MAX_SPECIALISATIONS = 4  # distinct input shapes kept per dynamic model
 LAUNCHES_PER_CHUNK = 64  # between two checks whether the run was abandoned
+_ZERO = np.zeros(1, np.int32)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class Specialisation:
     outputs: list[DeviceTensor]
     launches: list[Launch]
     memory: DeviceMemory
+    checks: list[RunCheck]
 
 
 def _fusion(graph: Graph, ops: dict[int, GpuOp]) -> tuple[dict[int, tuple[int, Scheduled]],
@@ -241,7 +244,7 @@ class GpuPlan:
                                 entry.post_act or Act())
             launches.extend(op.build(builder, ins, outs, post))
         outputs = [tensors[i] for i in self.output_ids]
-        return Specialisation(shapes, inputs, outputs, launches, memory)
+        return Specialisation(shapes, inputs, outputs, launches, memory, builder.checks)
 
     def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck,
             targets: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
@@ -255,6 +258,8 @@ class GpuPlan:
                     if array.size:
                         cl.enqueue_copy(queue, tensor.buffer, np.ascontiguousarray(array),
                                         is_blocking=False)
+                for check in spec.checks:
+                    cl.enqueue_copy(queue, check.flag, _ZERO, is_blocking=False)
                 for chunk in iter_chunks(spec.launches, LAUNCHES_PER_CHUNK):
                     if cancelled():
                         queue.finish()
@@ -264,6 +269,7 @@ class GpuPlan:
                         launch.enqueue(queue)
                     if len(spec.launches) > LAUNCHES_PER_CHUNK:
                         queue.finish()
+                self._verify(spec.checks)
                 results = []
                 for k, tensor in enumerate(spec.outputs):
                     out = np.empty(tensor.shape, tensor.dtype) if targets is None else targets[k]
@@ -274,6 +280,19 @@ class GpuPlan:
             except cl.Error as exc:
                 raise cl_error(exc, f"{self.owner}: run")
         return results
+
+    def _verify(self, checks: list[RunCheck]) -> None:
+        """Fail the run (before any output is copied) if a kernel set a check's flag."""
+        if not checks:
+            return
+        flags = np.zeros(len(checks), np.int32)
+        for k, check in enumerate(checks):
+            cl.enqueue_copy(self.runtime.queue, flags[k:k + 1], check.flag, is_blocking=False)
+        self.runtime.queue.finish()
+        for check, flag in zip(checks, flags):
+            if flag:
+                log.warning("%s: run failed: %s", self.owner, check.error.message)
+                raise check.error
 
     def close(self) -> None:
         for spec in self._specialisations.values():

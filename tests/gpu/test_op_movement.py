@@ -16,7 +16,8 @@ from nnrt.drivers.gpu.kernel import create_op
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import Graph, NodeSpec
-from tests.gpu.util import assert_close, node_graph, run_cpu, run_gpu
+from nnrt.drivers.gpu.plan import GpuPlan
+from tests.gpu.util import NEVER, assert_close, node_graph, run_cpu, run_gpu, runtime
 from tests.kernels.util import (
     NNRT_FAILED,
     NNRT_INVALID_NODE,
@@ -235,6 +236,37 @@ def test_gather_index_out_of_range() -> None:
     expect_error(NNRT_FAILED, lambda: run_gpu(node_graph(node), [x]))
 
 
+@pytest.mark.parametrize("index_dtype", [I32, I64])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.float16])
+def test_gather_with_run_time_indices(index_dtype, dtype) -> None:
+    """An embedding lookup: token ids as a run-time input, negative ones counting from the end."""
+    table = data((50, 8), dtype)
+    ids = np.array([[3, 49, -1, 0], [7, 7, -50, 12]], index_dtype)
+    check(na.NODE_TYPE_GATHER, na.Gather(), [table, ids, Const(np.array([0], index_dtype))])
+    check(na.NODE_TYPE_GATHER, na.Gather(), [data((4, 50, 3), dtype), ids,
+                                             Const(np.array([1], index_dtype))])
+
+
+@pytest.mark.parametrize("bad", [50, -51, 2 ** 40])
+def test_run_time_indices_out_of_range_fail_the_run_and_the_next_run_succeeds(bad) -> None:
+    table = data((50, 8))
+    index_dtype = I64 if abs(bad) > 2 ** 31 else I32
+    node = shaped_node(na.NODE_TYPE_GATHER, na.Gather(),
+                       [table, np.array([0, bad], index_dtype),
+                        Const(np.array([0], index_dtype))])
+    graph = node_graph(node)
+    ids = np.array([1, bad], index_dtype)
+    expect_error(NNRT_FAILED, lambda: run_cpu(graph, [table, ids]))
+    plan = GpuPlan(graph, runtime(), "gather")
+    try:
+        error = expect_error(NNRT_FAILED, lambda: plan.run([table, ids], NEVER))
+        assert "outside [-50, 50)" in error.message
+        good = np.array([1, -1], index_dtype)  # the same plan: its flag was reset
+        assert_close(plan.run([table, good], NEVER), run_cpu(graph, [table, good]))
+    finally:
+        plan.close()
+
+
 # ----------------------------------------------------------------------------- pad
 
 
@@ -319,8 +351,6 @@ def test_refusals() -> None:
             [x, np.array([0, 1], I32), Const(np.array([1, 1], I32))])
     refused(na.NODE_TYPE_STRIDED_SLICE, na.StridedSlice(),
             [x, Const(np.array([0], I32)), np.array([1], I32), Const(np.array([1], I32))])
-    refused(na.NODE_TYPE_GATHER, na.Gather(), [x, np.array([0, 1], I32),
-                                               Const(np.array([0], I32))])
     refused(na.NODE_TYPE_PAD_FUSION, na.PadFusion(), [x, np.zeros((3, 2), I32)])
     refused(na.NODE_TYPE_RESIZE, na.Resize(method=ht.RESIZE_METHOD_LINEAR, newHeight=3,
                                            newWidth=3), [data((1, 2, 2, 1), np.int32)])
