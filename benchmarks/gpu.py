@@ -1,6 +1,7 @@
 """The GPU driver against the CPU driver on the zoo models, measured side by side in one run;
 and a GPU model prepared from its graph (programs built) against one prepared from its cache
-(program binaries loaded), each by a freshly started GPU driver.
+(program binaries loaded), each by a freshly started GPU driver whose OpenCL driver's own
+compiler cache is off.
 
 Both drivers run as processes of their own in a private runtime directory, started here;
 the client is the Pythonic API (`nnrt.client.api`, on the C API). For each model and batch
@@ -44,16 +45,23 @@ SIZES = {
 }
 
 
+# The OpenCL drivers' own on-disk compiler caches (NVIDIA's ComputeCache, PoCL's kernel
+# cache), off for the prepare measurement: "from the graph" then means compiled.
+NO_VENDOR_CACHE = {"CUDA_CACHE_DISABLE": "1", "POCL_KERNEL_CACHE": "0"}
+
+
 class Driver:
-    def __init__(self, directory: Path, kind: str, *args: str) -> None:
+    def __init__(self, directory: Path, kind: str, *args: str,
+                 env: dict[str, str] | None = None) -> None:
         self.directory, self.kind, self.args = directory, kind, args
+        self.env = None if env is None else {**os.environ, **env}
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "nnrt.server", self.kind, "--runtime-dir",
              str(self.directory), "--log-level", "WARNING", *self.args],
-            stdin=subprocess.DEVNULL)
+            stdin=subprocess.DEVNULL, env=self.env)
         deadline = time.monotonic() + 60
         while True:
             if self.proc.poll() is not None:
@@ -150,7 +158,10 @@ def main() -> int:
                 cpu_s, gpu_s = compare(name, batch, args.rounds, args.calls)
                 print(f"{name:<10} {batch:>5} {cpu_s * 1e3:>9.2f} {gpu_s * 1e3:>9.2f} "
                       f"{cpu_s / gpu_s:>7.2f}x", flush=True)
-        print(f"\n{'model':<10} {'prepare: graph ms':>18} {'cache ms':>9} {'graph/cache':>12}")
+        print(f"\n{'model':<10} {'prepare: graph ms':>18} {'cache ms':>9} {'graph/cache':>12}"
+              f"   (a fresh GPU driver each, the OpenCL driver's own compiler cache off)")
+        gpu.stop()
+        gpu = Driver(directory, "gpu", "--cl-device", args.cl_device, env=NO_VENDOR_CACHE)
         for name in names:
             graph_s, cache_s = prepare_times(name, gpu)
             print(f"{name:<10} {graph_s * 1e3:>18.1f} {cache_s * 1e3:>9.1f} "
