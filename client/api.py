@@ -780,6 +780,25 @@ class Compiled:
             raise
         return cls._build(handle, device, None)
 
+    @classmethod
+    def from_offline(cls, model: Any, device: Any = None, *,
+                     performance: OH_NN_PerformanceMode | int | None = None,
+                     priority: OH_NN_Priority | int | None = None,
+                     extensions: Mapping[str, bytes] | None = None) -> Compiled:
+        """Prepare an offline model — the device's own compiled binary, e.g. an `.npubin`
+        from `nnrt compile` — given as bytes (OH_NNCompilation_ConstructWithOfflineModelBuffer)
+        or as a file path, str or os.PathLike (...ConstructWithOfflineModelFile, read at
+        Build). Its inputs and outputs are those the driver describes."""
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            data = bytes(model)
+            handle = _call("OH_NNCompilation_ConstructWithOfflineModelBuffer",
+                           capi.OH_NNCompilation_ConstructWithOfflineModelBuffer, data, len(data))
+        else:
+            handle = _call("OH_NNCompilation_ConstructWithOfflineModelFile",
+                           capi.OH_NNCompilation_ConstructWithOfflineModelFile, model)
+        return cls._build(handle, device, None, performance=performance, priority=priority,
+                          extensions=extensions)
+
     @property
     def handle(self) -> capi.OH_NNCompilation:
         if self._handle is None:

@@ -8,6 +8,8 @@
     nnrt status   the device manager and drivers: health, runs, memory (client/commands/status.py)
     nnrt run      compile a saved model (.nnrt) and run it once on .npy inputs (commands/run.py)
     nnrt bench    latency percentiles and throughput of a saved model (commands/bench.py)
+    nnrt compile  a saved model to a device's offline model, e.g. the NPU simulator's
+                  .npubin (commands/compile.py; exit codes 0, 1 refused, 2 bad usage / input)
 
 `devices`, `status`, `run` and `bench` take `--json`. Exit codes: 0 success, 1 the job
 failed, 2 bad usage (`run`, `bench`: also a bad model file or inputs), 3 nothing running /
@@ -26,6 +28,7 @@ import numpy as np
 
 from nnrt.client.demo import run_demo
 from nnrt.client.commands import bench, devices, run, status
+from nnrt.client.commands import compile as compile_command
 from nnrt.client.devices import registry
 from nnrt.client.embedded import find_or_start
 from nnrt.server import devmgr as devmgr_module
@@ -73,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     status.add_parser(sub)
     run.add_parser(sub)
     bench.add_parser(sub)
+    compile_command.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="nnrt: %(levelname)s %(name)s: %(message)s")

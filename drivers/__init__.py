@@ -15,6 +15,7 @@ class DeviceUnavailable(RuntimeError):
 DEVICE_KINDS: dict[str, str] = {
     "cpu": "nnrt.drivers.cpu.device:CpuDevice",
     "gpu": "nnrt.drivers.gpu.device:GpuDevice",
+    "accel": "nnrt.drivers.accel.device:AccelDevice",
 }
 
 

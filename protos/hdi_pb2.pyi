@@ -96,12 +96,16 @@ class PrepareOfflineModelRequest(_message.Message):
     def __init__(self, offlineModels: _Optional[_Iterable[_Union[_hdi_types_pb2.SharedBuffer, _Mapping]]] = ..., config: _Optional[_Union[_hdi_types_pb2.ModelConfig, _Mapping]] = ...) -> None: ...
 
 class PrepareModelReply(_message.Message):
-    __slots__ = ("returnCode", "preparedModelId")
+    __slots__ = ("returnCode", "preparedModelId", "inputs", "outputs")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     PREPAREDMODELID_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     preparedModelId: int
-    def __init__(self, returnCode: _Optional[int] = ..., preparedModelId: _Optional[int] = ...) -> None: ...
+    inputs: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.Tensor]
+    outputs: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.Tensor]
+    def __init__(self, returnCode: _Optional[int] = ..., preparedModelId: _Optional[int] = ..., inputs: _Optional[_Iterable[_Union[_hdi_types_pb2.Tensor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[_hdi_types_pb2.Tensor, _Mapping]]] = ...) -> None: ...
 
 class AllocateBufferRequest(_message.Message):
     __slots__ = ("length",)

@@ -18,7 +18,7 @@ import logging
 import mmap
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -49,6 +49,7 @@ class SharedRegion:
         self._readonly = memoryview(self._map).toreadonly()  # inputs are viewed through it
         self._borrowers = 0  # guarded by the owning BufferTable's lock
         self._released = False
+        self.on_close: Callable[[], None] | None = None  # called once, when it is closed
 
     @classmethod
     def allocate(cls, length: int) -> SharedRegion:
@@ -124,6 +125,8 @@ class SharedRegion:
             # A numpy view is still alive somewhere; the mapping goes with the last view.
             log.warning("region of %d bytes still viewed at release; unmapped later", self.size)
         os.close(self.fd)
+        if self.on_close is not None:
+            self.on_close()
 
 
 class BufferTable:

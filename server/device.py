@@ -102,6 +102,14 @@ class Device(ABC):
         """HDI DeviceStatus code."""
         return _t.AVAILABLE
 
+    def reserve_memory(self, nbytes: int, what: str) -> None:
+        """Count `nbytes` of a client buffer (AllocateBuffer) against the device's memory;
+        DriverError(NNRT_OUT_OF_MEMORY) when it does not fit. Unlimited by default."""
+
+    def release_memory(self, nbytes: int) -> None:
+        """Give back what reserve_memory counted (the buffer was released or its session
+        ended)."""
+
     def details(self) -> dict[str, str]:
         """What the device adds to the admin status and `nnrt devices` (its hardware, its
         memory in use); nothing by default."""

@@ -7,6 +7,7 @@
     nnrt-driver gpu                       # the first OpenCL GPU
     nnrt-driver gpu --cl-device any       # any OpenCL device (PoCL's CPU device in tests)
     nnrt-driver gpu --cl-device 1:0 --gpu-memory-mb 4096
+    nnrt-driver accel --spec deploy/npu-sim.toml   # the NPU simulator
 
 SIGTERM or SIGINT: stop accepting, let calls in flight finish (up to --grace seconds),
 remove the sockets, exit 0. Exit codes: 0 clean stop, 1 failed to start (no such OpenCL device, say), 2 bad usage,
@@ -49,6 +50,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     gpu.add_argument("--gpu-memory-mb", type=int, default=None, metavar="N",
                      help="device memory the driver may use (default: the device's global "
                           "memory); beyond it prepare and runs get NNRT_OUT_OF_MEMORY")
+    accel = parser.add_argument_group("accel driver (the NPU simulator)")
+    accel.add_argument("--spec", type=Path, default=None, metavar="SPEC.toml",
+                       help="the simulated device's specification (default: the built-in "
+                            "one, deploy/npu-sim.toml)")
     faults = parser.add_argument_group("fault injection (for tests; off by default)")
     faults.add_argument("--fault-run-delay-ms", type=int, default=0, metavar="N",
                         help="delay every Run by N ms (abandoned when its caller gives up)")
@@ -86,6 +91,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--cl-device and --gpu-memory-mb are options of the gpu driver")
     if args.gpu_memory_mb is not None and args.gpu_memory_mb <= 0:
         parser.error("--gpu-memory-mb must be > 0")
+    if args.kind != "accel" and args.spec is not None:
+        parser.error("--spec is an option of the accel driver")
     return args
 
 
@@ -93,6 +100,8 @@ def device_options(args: argparse.Namespace) -> dict[str, object]:
     """The options of the device kind being started."""
     if args.kind == "gpu":
         return {"cl_device": args.cl_device or "gpu", "memory_limit_mb": args.gpu_memory_mb}
+    if args.kind == "accel":
+        return {"spec_path": args.spec}
     return {}
 
 

@@ -178,7 +178,16 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
         model_id = session.add_prepared(entry)
         log.info("session %d: prepared model %d %s in %.1f ms", session.id, model_id, how,
                  (time.monotonic() - started) * 1000)
-        return pb.PrepareModelReply(preparedModelId=model_id)
+
+        def described(spec) -> ht.Tensor:  # the I/O descriptor the reply carries (no data)
+            return ht.Tensor(name=spec.name, dataType=spec.data_type, dims=spec.shape,
+                             format=spec.format,
+                             quantParams=[ht.QuantParam(numBits=q.num_bits, zeroPoint=q.zero_point,
+                                                        scale=q.scale) for q in spec.quant_params])
+
+        return pb.PrepareModelReply(preparedModelId=model_id,
+                                    inputs=[described(t) for t in model.inputs],
+                                    outputs=[described(t) for t in model.outputs])
 
     @hdi_method(pb.PrepareModelReply)
     def PrepareModel(self, request, context, session):
@@ -211,7 +220,14 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
 
     @hdi_method(pb.AllocateBufferReply)
     def AllocateBuffer(self, request, context, session):
-        region = SharedRegion.allocate(request.length)
+        # A device with memory of its own (the accelerator) counts the buffer against it.
+        self.device.reserve_memory(max(request.length, 0), "AllocateBuffer")
+        try:
+            region = SharedRegion.allocate(request.length)
+        except BaseException:
+            self.device.release_memory(max(request.length, 0))
+            raise
+        region.on_close = lambda: self.device.release_memory(request.length)
         buffer_id = session.buffers.add(region)
         return pb.AllocateBufferReply(buffer=ht.SharedBuffer(
             bufferId=buffer_id, bufferSize=region.size, offset=0, dataSize=request.length))

@@ -68,11 +68,22 @@ from pathlib import Path
 from typing import Any
 
 from nnrt.client.capi import model_cache
-from nnrt.client.capi._objects import BuiltModel, Handle, IODesc, LoweredModel, live
+from nnrt.client.capi._objects import (
+    HDI_TO_OH_DATA_TYPE,
+    BuiltModel,
+    Handle,
+    IODesc,
+    LoweredModel,
+    hdi_format,
+    live,
+)
 from nnrt.client.capi.device import find_device
 from nnrt.client.capi.enums import (
     OH_NN_CONNECTION_EXCEPTION,
     OH_NN_FAILED,
+    OH_NN_FORMAT_NCHW,
+    OH_NN_FORMAT_NHWC,
+    OH_NN_FORMAT_NONE,
     OH_NN_INVALID_FILE,
     OH_NN_INVALID_PARAMETER,
     OH_NN_INVALID_PATH,
@@ -80,6 +91,7 @@ from nnrt.client.capi.enums import (
     OH_NN_SAVE_CACHE_EXCEPTION,
     OH_NN_SUCCESS,
     OH_NN_UNAVAILABLE_DEVICE,
+    OH_NN_UNKNOWN,
     OH_NN_UNSUPPORTED,
     OH_NN_ReturnCode,
 )
@@ -90,6 +102,7 @@ from nnrt.client.devices import Device
 from nnrt.client.hdi import DriverClient, DriverGone, SharedMemory
 from nnrt.client.hdi_model import PrepareError
 from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import model_types_pb2 as mt
 from nnrt.server import session_channel as channel
 from nnrt.server.errors import (
     NNRT_INVALID_PARAMETER,
@@ -636,21 +649,29 @@ def _prepare_failed(what: str, device: Device, code: int) -> _Failed:
     return _Failed(mapped, f"{what} on {device.name} failed: {code_name(code)}")
 
 
+def _check_supported(client: DriverClient, device: Device, model: mt.Model) -> None:
+    supported = client.get_supported_operation(model)
+    if supported.returnCode != NNRT_SUCCESS:
+        raise _Failed(OH_NN_UNAVAILABLE_DEVICE, f"GetSupportedOperation on {device.name} "
+                      f"failed: {code_name(supported.returnCode)}")
+    ops = list(supported.ops)
+    if len(ops) != len(model.nodes) or not all(ops):
+        refused = [i for i, ok in enumerate(ops) if not ok]
+        raise _Failed(OH_NN_FAILED, f"device {device.name} cannot run operations "
+                      f"{refused or 'of the model'} ({len(ops)} answers for "
+                      f"{len(model.nodes)} nodes)")
+
+
 def _compile(device: Device, client: DriverClient, config: ht.ModelConfig,
              lowered: LoweredModel) -> BuiltModel:
     """GetSupportedOperation + PrepareModel, the constants packed once for both."""
     try:
         with lowered.hdi.packed(client) as model:
-            supported = client.get_supported_operation(model)
-            if supported.returnCode != NNRT_SUCCESS:
-                raise _Failed(OH_NN_UNAVAILABLE_DEVICE, f"GetSupportedOperation on {device.name} "
-                              f"failed: {code_name(supported.returnCode)}")
-            ops = list(supported.ops)
-            if len(ops) != len(model.nodes) or not all(ops):
-                refused = [i for i, ok in enumerate(ops) if not ok]
-                raise _Failed(OH_NN_FAILED, f"device {device.name} cannot run operations "
-                              f"{refused or 'of the model'} ({len(ops)} answers for "
-                              f"{len(model.nodes)} nodes)")
+            # GetSupportedOperation knows no ModelConfig: a device that runs float32 models
+            # only in relaxed precision (an NPU) says no to float32 nodes, so in float16
+            # mode PrepareModel alone decides (its refusal names the node in the log).
+            if not config.enableFloat16:
+                _check_supported(client, device, model)
             reply = client.prepare_model(model, config)
     except PrepareError as exc:
         raise _Failed(OH_NN_FAILED, f"on {device.name}: {exc}") from exc
@@ -810,8 +831,23 @@ def _build_offline(device: Device, client: DriverClient, config: ht.ModelConfig,
         reply = client.prepare_offline_model(windows, config)
     if reply.returnCode != NNRT_SUCCESS:
         raise _prepare_failed("PrepareOfflineModel", device, reply.returnCode)
-    # An offline model does not describe its inputs and outputs to the front end.
-    return _built(device, client, reply.preparedModelId, [], [], config, None, "offline", None, "")
+    # The front end cannot read an offline model: its inputs and outputs are those the
+    # driver describes in the reply (nnrt's addition to PrepareModelReply, protos/hdi.proto).
+    # A driver that describes none leaves the executor without descriptors, as upstream.
+    return _built(device, client, reply.preparedModelId,
+                  [_described(t) for t in reply.inputs], [_described(t) for t in reply.outputs],
+                  config, None, "offline", None, "")
+
+
+# HDI Format -> OH_NN_Format: `hdi_format` inverted (FORMAT_NONE -> OH_NN_FORMAT_NONE).
+_OH_FORMAT = {hdi_format(f): f for f in (OH_NN_FORMAT_NCHW, OH_NN_FORMAT_NHWC)}
+
+
+def _described(tensor: ht.Tensor) -> IODesc:
+    """The front end's descriptor of a tensor the driver described (HDI codes → OH_NN ones;
+    a data type it does not know becomes OH_NN_UNKNOWN, a format OH_NN_FORMAT_NONE)."""
+    return IODesc(tensor.name, HDI_TO_OH_DATA_TYPE.get(tensor.dataType, OH_NN_UNKNOWN),
+                  list(tensor.dims), _OH_FORMAT.get(tensor.format, OH_NN_FORMAT_NONE))
 
 
 def _restore(device: Device, client: DriverClient, config: ht.ModelConfig,

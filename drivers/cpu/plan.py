@@ -14,7 +14,8 @@ The model's outputs never live in an arena (the host reads them after the run).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,9 @@ from nnrt.server.errors import NNRT_FAILED, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import DYNAMIC, Graph, Shape
 
 log = logging.getLogger(__name__)
+
+# A context manager entered around one step of a run, given the step's position.
+StepScope = Callable[[int], AbstractContextManager]
 
 
 @dataclass(frozen=True)
@@ -78,21 +82,28 @@ class ExecutionPlan:
         shapes = [self.shapes[i] for i in self.output_ids]
         return None if any(DYNAMIC in s for s in shapes) else shapes
 
-    def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
+    def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck,
+            around: StepScope | None = None) -> list[np.ndarray]:
+        """The outputs; `around(position)`, when given, is entered around each step (the
+        accelerator simulator takes its device and keeps its time there)."""
         values = self._slots.copy()  # tensor index -> array; constants pre-bound
         for index, array in zip(self.input_ids, inputs):
             values[index] = array
         if self.dynamic:
             self.infer({i: a.shape for i, a in zip(self.input_ids, inputs)})
         with self.arenas.use() as arena:
-            for step in self.steps:
+            for position, step in enumerate(self.steps):
                 if cancelled():
                     node = step.kernel.node
                     log.info("run abandoned before node %d (%s): its caller gave up", node.index,
                              node.name)
                     raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
                 try:
-                    results = step.kernel.execute([values[i] for i in step.inputs])
+                    if around is None:
+                        results = step.kernel.execute([values[i] for i in step.inputs])
+                    else:
+                        with around(position):
+                            results = step.kernel.execute([values[i] for i in step.inputs])
                 except DriverError:
                     raise
                 except Exception as exc:  # a kernel bug or a value-dependent failure: one run fails

@@ -27,6 +27,7 @@ os.environ.setdefault("PYOPENCL_NO_CACHE", "1")
 import pyopencl as cl  # noqa: E402
 
 from .. import DeviceUnavailable  # noqa: E402
+from ..memory_budget import MemoryBudget  # noqa: E402
 
 from nnrt.server.errors import (  # noqa: E402
     NNRT_DEVICE_ERROR,
@@ -131,30 +132,6 @@ def cl_error(exc: Exception, what: str) -> DriverError:
         result = NNRT_FAILED
     log.error("%s: OpenCL error %s: %s", what, status, exc)
     return DriverError(result, f"{what}: OpenCL error {status}: {exc}")
-
-
-class MemoryBudget:
-    """Bytes of device memory held by the driver, against a limit."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-        self.peak = 0
-        self._lock = threading.Lock()
-
-    def reserve(self, nbytes: int, what: str) -> None:
-        with self._lock:
-            if self.used + nbytes > self.limit:
-                message = (f"{what}: {nbytes} bytes of device memory needed, "
-                           f"{self.limit - self.used} of {self.limit} free")
-                log.warning("NNRT_OUT_OF_MEMORY: %s", message)
-                raise DriverError(NNRT_OUT_OF_MEMORY, message)
-            self.used += nbytes
-            self.peak = max(self.peak, self.used)
-
-    def release(self, nbytes: int) -> None:
-        with self._lock:
-            self.used -= nbytes
 
 
 class DeviceMemory:

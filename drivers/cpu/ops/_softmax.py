@@ -1,6 +1,7 @@
 """What Softmax and LogSoftmax share: one float input of rank >= 1 (float16 computed in
-float32 and rounded once), normalised along one axis into an output of its shape and
-dtype; an empty input gives an empty output.
+float32, the sum of exponentials accumulated in float32, each output value rounded once),
+normalised along one axis into an output of its shape and dtype; an empty input gives an
+empty output.
 
 Computation: along the last axis (the usual case) the input is seen as rows [R, L]. The
 row maxima come from argmax and one gather (numpy's max-reduction of many short rows is

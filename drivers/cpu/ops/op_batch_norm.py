@@ -6,10 +6,11 @@ per channel.
   FORMAT_NCHW has its channel on axis 1, as the spatial operators it follows do.
 * epsilon is used as sent (capi_ops.json's default 1e-4 is filled in by the client); a
   negative or non-finite epsilon is invalid.
-* Every input and the output share one float dtype; float16 is computed in float32 and
-  rounded once. The per-channel factor scale / sqrt(variance + epsilon) and shift
-  offset - mean * factor are computed in float64 (at prepare time when all four parameter
-  tensors are constant), then y = x * factor + shift.
+* Every input and the output share one float dtype; float16 (semantics.md "Float16
+  mode") is computed in float32 and each output value rounded once. The per-channel factor
+  scale / sqrt(variance + epsilon) and shift offset - mean * factor are computed in
+  float64 (at prepare time when all four parameter tensors are constant), then
+  y = x * factor + shift.
 * Training (computing batch statistics, the extra outputs of the training form) is not part
   of inference: exactly 5 inputs and 1 output.
 """

@@ -13,7 +13,10 @@ optional bias and fused activation, computed on NHWC (semantics.md "Layout").
   (TensorFlow); VALID pads nothing.
 * Depthwise (group == C): output channel c*m + k comes from input channel c (TensorFlow
   order) — the grouped layout with one input channel per group.
-* Float dtypes only; float16 is computed in float32 and rounded once.
+* Float dtypes only. float16 (semantics.md "Float16 mode"), ordinary, grouped and
+  depthwise alike: the taps accumulate in float32 (the input widened once into the padded
+  float32 buffer), the bias and the activation apply to the float32 sum, and each output
+  value is rounded to float16 once, at the end.
 
 Computation: ordinary and grouped convolutions with a row stride of 1 and large enough
 images are a sum of GEMMs over the kernel's rows: the padded input rows are copied once,

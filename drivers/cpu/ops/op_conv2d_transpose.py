@@ -7,7 +7,10 @@ Every input pixel x[n, r, c, :] scatters x · w[o, i, j, :] into output cell
 * Input x [N, H, W, C] (an input tagged FORMAT_NCHW is [N, C, H, W], its output NCHW too);
   weight [outC, kH, kW, C/group] (hdi_ops.json, TFLite's OHWI: outC are the *output*
   channels); bias [outC]. 2 or 3 inputs. Grouped: output channels [g*outC/group, ...) come
-  from input channels [g*C/group, ...). Float dtypes; float16 computed in float32.
+  from input channels [g*C/group, ...). Float dtypes. float16
+  (semantics.md "Float16 mode"): products and their scatter-add accumulate in float32, the
+  bias and the activation apply to the float32 sums, each output value is rounded to
+  float16 once, at the end.
 * stride and dilation default to [1, 1]; kernelSize, when given, must match the weight;
   group 0 (proto3's unset) means 1; inChannel / outChannel, when non-zero, must match
   (inChannel may be C or C/group: the C API lowering sends the weight's last dimension).

@@ -5,7 +5,9 @@
 * Without useAxis, x is flattened to [-1, in] and y is [M, out] (a 1-D x gives [1, out]).
   With useAxis, the dimensions from `axis` on (negative counts from the end) are flattened,
   their product must be `in`, and y is x.shape[:axis] + [out].
-* Float dtypes only (x, W, b and y alike); float16 is computed in float32, rounded once.
+* Float dtypes only (x, W, b and y alike). float16 (semantics.md "Float16 mode"): the
+  products accumulate in float32, the bias and the activation apply to the float32 sum,
+  and each output value is rounded to float16 once, at the end.
   A constant weight is transposed to a contiguous [in, out] matrix once, at prepare time;
   each run is one GEMM written into the output's buffer in the run's arena, the bias and
   the activation then applied in place.

@@ -6,7 +6,9 @@ variance per instance and channel over the spatial dimensions.
   1-D [C]. Rank < 3 has no spatial dimension to take statistics over: invalid.
 * epsilon is used as sent (the C API's default is 0.0; an all-constant slice then divides
   0 by 0 and gives NaN, as the formula says); negative or non-finite is invalid.
-* Float dtypes, one for every input and the output; float16 is computed in float32.
+* Float dtypes, one for every input and the output. float16 (semantics.md "Float16
+  mode"): the statistics, the normalisation, scale and bias in float32, each output value
+  rounded to float16 once.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@
   wherever the norm exceeds max(epsilon, sqrt(epsilon)).) epsilon is used as sent: 0 makes
   an all-zero slice 0/0 = NaN; negative or non-finite is invalid.
 * Fused activation: the parameter-free types (activations.py). Float dtypes only; float16
-  is computed in float32 and rounded once.
+  (semantics.md "Float16 mode"): the sum of squares accumulates in float32, the norm, the
+  division and the activation in float32, each output value rounded to float16 once.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ variance over the dimensions [beginNormAxis:] (semantics.md).
   gamma and beta. proto3 cannot tell an unset elementwiseAffine from false, and the C API
   always sends true, so gamma and beta, when given, are applied whatever the flag says.
 * epsilon is used as sent; negative or non-finite is invalid.
-* Float dtypes, one for every input and the output; float16 is computed in float32.
+* Float dtypes, one for every input and the output. float16 (semantics.md "Float16
+  mode"): the whole normalisation — mean, variance, the normalised values, gamma and beta —
+  is computed in float32 and each output value rounded to float16 once.
 
 Computation, on x seen as rows [R, L] (the normalised dimensions are the trailing ones),
 in the output's buffer of the run's arena: the row means from `_common.row_sum` (a

@@ -1,9 +1,11 @@
 """LogSoftmax: y = x - max - log(sum(exp(x - max))) along `axis`, same shape and dtype.
 
 `axis` counts from the end when negative; the attribute is used as sent (its proto3 default
-0 is also upstream's default). Float dtypes only; float16 is computed in float32 and rounded
-once. Subtracting the maximum keeps exp() from overflowing; a slice holding +inf gives NaN
-there as the formula says, -inf entries give -inf.
+0 is also upstream's default). Float dtypes only; float16 (semantics.md "Float16
+mode"): the exponentials, their float32 sum, its log and the subtraction in float32, each
+output value rounded to float16 once. Subtracting the maximum keeps exp() from
+overflowing; a slice holding +inf gives NaN there as the formula says, -inf entries give
+-inf.
 
 Computation (see _softmax): x - max into the output's buffer, its exp in the run's shared
 workspace, then one subtraction of the logs of the sums.

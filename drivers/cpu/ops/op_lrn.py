@@ -10,8 +10,10 @@ alpha is not divided by the window size, unlike Caffe/ONNX).
   Caffe's "WITHIN_CHANNEL") is not computed here: unsupported.
 * depthRadius >= 0 (invalid otherwise); bias, alpha and beta are used as sent (all 0 is the
   identity, x / 1), non-finite values are invalid.
-* Float dtypes only; computed in float64 (the window sums come from a running sum), rounded
-  once to the tensor's type.
+* Float dtypes only; computed in float64 (the window sums come from a running sum, whose
+  differences need the wider type), rounded once to the tensor's type. For float16
+  (semantics.md "Float16 mode": sums accumulate in float32, rounded once per output value)
+  the float64 sums are at least as precise as float32 ones and the result is rounded once.
 """
 
 from __future__ import annotations

@@ -26,7 +26,10 @@ Decisions where the spec is silent:
   (1 - z_h) * h' (MindSpore Lite's LSTM kernel); y_t is that h.
 * projSize > 0 (a projection of the hidden state) needs a projection weight that the HDI
   input list does not carry: unsupported.
-* Float dtypes, one for every input and output; float16 is computed in float32. Weight
+* Float dtypes, one for every input and output. float16 (semantics.md "Float16 mode"):
+  the whole operator is computed in float32 — the GEMMs accumulate in float32 and the
+  gates, the cell and hidden states stay float32 from step to step — and each output
+  value (y, hN, cN) is rounded to float16 once, at the end. Weight
   and bias tensors must have static shapes; seqLen and batch may be DYNAMIC.
 
 Each layer and direction does one GEMM over the whole sequence for the input part, then a

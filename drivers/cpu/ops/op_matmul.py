@@ -4,7 +4,9 @@ operand), batch dimensions broadcast, a 1-D operand is promoted and its unit dim
 removed from the result.
 
 Both operands and the output share one dtype, float or integer (integers accumulate in their
-own type and wrap, as numpy does); float16 is multiplied in float32 and rounded once.
+own type and wrap, as numpy does). float16 (semantics.md "Float16 mode"): the products
+accumulate in float32 and the fused activation applies to the float32 sum; each output
+value is rounded to float16 once, at the end.
 """
 
 from __future__ import annotations

@@ -15,8 +15,10 @@
   for the CEIL windows running past the input.
 * global: the whole H x W plane, kernel / strides / pads ignored; the output is [N, 1, 1, C]
   (or [N, C, 1, 1] for NCHW).
-* Max pooling takes float and integer dtypes, average pooling float dtypes (float16
-  summed in float32).
+* Max pooling takes float and integer dtypes, average pooling float dtypes. float16
+  (semantics.md "Float16 mode"): average pooling sums the window in float32 and divides
+  in float32 (the activation too), each output value rounded to float16 once; max
+  pooling is exact in any dtype.
 
 Computation, in the input's own layout (no transposes), float16 widened to float32 first:
 

@@ -19,10 +19,13 @@ Decisions where the spec is silent:
   coeff NaN/inf is invalid. On integer tensors only coeff 1 is computed (others unsupported:
   the scaled result would not be an integer); on ALL, a coeff other than 1 is invalid
   (a logical result has no scale).
-* dtypes: output dtype = input dtype. Floats take every mode (float16 computed in float32,
-  rounded once). Integers take every mode but L2; they are accumulated in 64 bits and the
-  result wraps to the tensor type (as C arithmetic in that type would), and integer MEAN
-  truncates toward zero (C division). Bool takes ALL, MAX (any) and MIN (all).
+* dtypes: output dtype = input dtype. Floats take every mode. float16 (semantics.md
+  "Float16 mode"): SUM, MEAN, SUM_SQUARE, ASUM, L2 and PROD accumulate in float32 (the
+  square, the division by the count, the square root and coeff in float32 too), each
+  output value rounded to float16 once; MAX, MIN and ALL are exact in float16. Integers
+  take every mode but L2; they are accumulated in 64 bits and the result wraps to the
+  tensor type (as C arithmetic in that type would), and integer MEAN truncates toward zero
+  (C division). Bool takes ALL, MAX (any) and MIN (all).
   ALL on a numeric tensor gives 1 or 0 in that type.
 * Empty reductions (a reduced dimension of size 0): SUM/SUM_SQUARE/ASUM/L2 give 0, PROD 1,
   ALL true, MAX/MIN the identity (-inf/+inf, or the integer type's min/max), float MEAN NaN,

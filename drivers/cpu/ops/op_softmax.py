@@ -2,8 +2,9 @@
 
 The `axis` list is empty for the last axis (semantics.md) or names the axis, negative
 counting from the end; several entries must name the same axis (a softmax over several
-axes at once is not implemented: unsupported). Float dtypes only; float16 is computed in
-float32 and rounded once. Subtracting the maximum keeps exp() from overflowing.
+axes at once is not implemented: unsupported). Float dtypes only; float16 (semantics.md
+"Float16 mode"): the exponentials, their float32 sum and the division in float32, each
+output value rounded to float16 once. Subtracting the maximum keeps exp() from overflowing.
 
 Computation (see _softmax): x - max into the output's buffer, exp in place, then one
 division by the sums. Along the last axis of more than 4 rows whose values all lie within

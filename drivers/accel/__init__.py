@@ -1,0 +1,1 @@
+"""The accelerator (NPU) simulator: `nnrt-driver accel` (drivers/accel/device.py)."""
