@@ -10,8 +10,8 @@ driver (starting, backoff, failed, stopped), or `unreachable`. UPTIME and RESTAR
 the device manager when one runs (`devmgr.ctl`), else UPTIME from the driver's admin
 status and RESTARTS is unknown (`-`). A device whose driver never came up has no identity
 yet: ID and NAME are `-`. A device with details of its own (the GPU driver: its OpenCL
-platform, device, driver version and memory) gets a line under the table; `--json` has
-all of them.
+platform, device, driver version and memory; the NPU simulator: its specification, memory
+in use and simulated utilisation) gets a line under the table; `--json` has all of them.
 
 Exit codes: 0 at least one device listed, 3 none (no device manager, no driver).
 """
@@ -80,7 +80,10 @@ _SHOWN_DETAILS = (("opencl_platform", "platform {}"), ("opencl_device", "device 
                   ("opencl_device_index", "index {}"),
                   ("opencl_driver_version", "OpenCL driver {}"),
                   ("global_memory_mib", "{} MiB global memory"),
-                  ("memory_used_bytes", "{} bytes in use"))
+                  ("spec_identity", "spec {}"), ("int8_throughput", "int8 {}"),
+                  ("fp16_throughput", "fp16 {}"), ("device_memory", "{} device memory"),
+                  ("memory_used_bytes", "{} bytes in use"),
+                  ("sim_utilisation", "utilisation {}"))
 
 
 def _detail_words(details: dict[str, str]) -> list[str]:

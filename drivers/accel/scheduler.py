@@ -18,7 +18,7 @@ plus any wait between its nodes).
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import itertools
 import threading
 import time
@@ -110,7 +110,7 @@ class DeviceQueue:
         self.spec = spec
         self.created = time.monotonic()
         self._cond = threading.Condition()
-        self._waiting: list[tuple[int, int]] = []  # heap of run keys asking for the device
+        self._queued: list[tuple[int, int]] = []  # keys of the admitted runs, in order
         self._held = False
         self._seq = itertools.count()
         self.in_flight = 0  # runs admitted and not finished
@@ -128,24 +128,30 @@ class DeviceQueue:
         return self.in_flight > self.spec.busy_queue_depth
 
     def admit(self, priority: int, mode: int, durations: Sequence[float]) -> Run:
+        """Queue a run: it keeps its place (its key) until it finishes, so between two of
+        its nodes no run of lower priority or later arrival takes the device — as a device
+        whose queue holds the run's next node already."""
         with self._cond:
             self.in_flight += 1
-            return Run(self, _RANK.get(priority, 1), next(self._seq), mode, durations)
+            run = Run(self, _RANK.get(priority, 1), next(self._seq), mode, durations)
+            bisect.insort(self._queued, run.key)
+            return run
 
     def finish(self, run: Run) -> None:
         with self._cond:
             self.in_flight -= 1
+            self._queued.remove(run.key)
             if run.busy:  # it reached the device (an abandoned run may not have)
                 self.runs += 1
                 self.run_energy += run.energy
                 self.waits[run.key[0]].add(run.waited)
+            self._cond.notify_all()
 
     def acquire(self, key: tuple[int, int]) -> None:
+        """Wait until the device is free and `key` is the first queued run."""
         with self._cond:
-            heapq.heappush(self._waiting, key)
-            while self._held or self._waiting[0] != key:
+            while self._held or self._queued[0] != key:
                 self._cond.wait()
-            heapq.heappop(self._waiting)
             self._held = True
 
     def release(self, held: float, mode: int) -> None:

@@ -201,7 +201,7 @@ def test_high_priority_waits_at_most_one_node(tmp_path):
     try:
         start_at = time.time() + 1.0
         load = [sys.executable, str(LOAD), str(driver.runtime_dir), "--start-at",
-                str(start_at)]
+                str(start_at), "--width", "512", "--batch", "16"]
         procs = [subprocess.Popen([*load, "--priority", "low", "--seconds", "3"],
                                   stdout=subprocess.PIPE, text=True) for _ in range(2)]
         procs.append(subprocess.Popen([*load, "--priority", "high", "--seconds", "2",
@@ -210,7 +210,7 @@ def test_high_priority_waits_at_most_one_node(tmp_path):
         results = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
         assert all("latencies" in r for r in results), results
         details = admin_details(driver)
-        node = predicted(chain(4, 256, 8), ht.PERFORMANCE_NONE) / 4
+        node = predicted(chain(4, 512, 16), ht.PERFORMANCE_NONE) / 4
         assert int(details["sim_wait_high_runs"]) == len(results[2]["latencies"]) > 10
         assert float(details["sim_wait_high_max_ms"]) <= node * 1e3 + 2.0, details
         # the LOW runs did queue behind each other (the device was saturated)
@@ -311,8 +311,8 @@ def test_a_dynamic_batch_takes_time_by_its_size(npu):
     b.node(na.NODE_TYPE_FULL_CONNECTION, [x, b.constant("w", w)], [y], na.FullConnection())
     b.mark_outputs(y)
     model_id = b.prepare(npu, ht.ModelConfig(mode=ht.PERFORMANCE_LOW))
-    small = statistics.median(run_chain(npu, model_id, 4, 512, 4)[0])
-    large = statistics.median(run_chain(npu, model_id, 64, 512, 4)[0])
+    small = min(run_chain(npu, model_id, 4, 512, 4)[0])  # min: robust to a busy machine
+    large = min(run_chain(npu, model_id, 64, 512, 4)[0])
     assert large > 4 * small  # 16x the MACs; the launch and the client's cost stay
 
 

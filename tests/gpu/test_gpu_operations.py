@@ -1,6 +1,6 @@
-"""The GPU driver under the device manager and systemd: the shipped configuration with a
-cpu and a gpu driver parses, the device manager runs both (gpu on PoCL here), and the
-systemd drop-in gives the GPU driver its device nodes."""
+"""The GPU driver and the NPU simulator under the device manager and systemd: the shipped
+configuration with a driver of each kind parses, the device manager runs all three (gpu on
+PoCL here), and the systemd drop-in gives the GPU driver its device nodes."""
 
 from __future__ import annotations
 
@@ -15,21 +15,23 @@ DEPLOY = Path(__file__).resolve().parent.parent.parent / "deploy"
 
 
 def test_the_shipped_gpu_configuration_parses():
-    config = load_config(DEPLOY / "devmgr-gpu.toml")
+    config = load_config(DEPLOY / "devmgr-all.toml")
     drivers = {d.name: d for d in config.drivers}
-    assert {n: d.kind for n, d in drivers.items()} == {"cpu": "cpu", "gpu": "gpu"}
+    assert {n: d.kind for n, d in drivers.items()} == {"cpu": "cpu", "gpu": "gpu",
+                                                        "npu": "accel"}
     assert drivers["gpu"].option_args() == ["--cl-device", "gpu"]
 
 
-def test_the_device_manager_runs_a_cpu_and_a_gpu_driver(tmp_path):
-    text = (DEPLOY / "devmgr-gpu.toml").read_text().replace('cl-device = "gpu"',
+def test_the_device_manager_runs_a_driver_of_each_kind(tmp_path):
+    text = (DEPLOY / "devmgr-all.toml").read_text().replace('cl-device = "gpu"',
                                                             'cl-device = "any"')
     body = text[text.index("[drivers.cpu]"):]
     parse_config(config_text(body))  # still valid with the test's fast timings
     devmgr = start_devmgr(tmp_path, config_text(body))
     try:
-        drivers = devmgr.wait_ready("cpu", "gpu")
+        drivers = devmgr.wait_ready("cpu", "gpu", "npu")
         assert drivers["gpu"]["identity"]["device_type"] == "GPU"
+        assert drivers["npu"]["identity"]["device_type"] == "ACCELERATOR"
         assert drivers["cpu"]["identity"]["device_type"] == "CPU"
         assert devmgr.stop() == 0
     finally:
