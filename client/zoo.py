@@ -37,6 +37,14 @@ class _Weights:
             self(out_c, scale=0.05)
 
 
+def _classifier(m: Model, w: _Weights, h: Operand, batch: int, spatial: int,
+                channels: int) -> Operand:
+    """A CNN's head: global average pool, flatten, fully connected to 10 classes."""
+    pooled = m.avg_pool(h, spatial, 1)
+    return m.fully_connected(m.reshape(pooled, [batch, channels]),
+                             w(10, channels, scale=1 / math.sqrt(channels)), w(10, scale=0.1))
+
+
 def mlp(m: Model, w: _Weights, batch: int, width: int = 256) -> tuple[Operand, np.ndarray]:
     sizes = (width, 2 * width, 2 * width, 10)
     x = m.input((batch, sizes[0]))
@@ -64,10 +72,7 @@ def resnet(m: Model, w: _Weights, batch: int, size: int = 32) -> tuple[Operand, 
             m.conv2d(h, *w.conv(out_c, 1, channels), stride=stride, padding=[0] * 4)
         h = m.add(y, shortcut, activation="relu")
         channels = out_c
-    spatial = size // 8
-    pooled = m.avg_pool(h, spatial, 1)
-    m.outputs(m.fully_connected(m.reshape(pooled, [batch, channels]),
-                                w(10, channels, scale=1 / math.sqrt(channels)), w(10, scale=0.1)))
+    m.outputs(_classifier(m, w, h, batch, size // 8, channels))
     return x, w(batch, size, size, 3)
 
 
@@ -82,10 +87,7 @@ def mobilenet(m: Model, w: _Weights, batch: int, size: int = 32) -> tuple[Operan
         h = m.conv2d(h, *w.conv(out_c, 1, channels, 1.4), stride=1, padding=[0] * 4,
                      activation="relu6")
         channels = out_c
-    spatial = size // 8
-    pooled = m.avg_pool(h, spatial, 1)
-    m.outputs(m.fully_connected(m.reshape(pooled, [batch, channels]),
-                                w(10, channels, scale=1 / math.sqrt(channels)), w(10, scale=0.1)))
+    m.outputs(_classifier(m, w, h, batch, size // 8, channels))
     return x, w(batch, size, size, 3)
 
 

@@ -119,6 +119,18 @@ def client(shared_driver: RunningDriver) -> Iterator[DriverClient]:
         yield session
 
 
+def admin_details(driver: RunningDriver) -> dict[str, str]:
+    """What a driver's device reports in its admin status (`details`)."""
+    import grpc
+    from google.protobuf import empty_pb2
+
+    from nnrt.protos import admin_pb2_grpc
+
+    with grpc.insecure_channel(f"unix:{driver.grpc_path}") as channel:
+        return dict(admin_pb2_grpc.NnrtAdminStub(channel).GetStatus(
+            empty_pb2.Empty(), timeout=5).details)
+
+
 def open_fds(pid: int) -> set[str]:
     """What a process's fds point at (from /proc)."""
     fd_dir = Path(f"/proc/{pid}/fd")

@@ -14,21 +14,18 @@ import sys
 import time
 from pathlib import Path
 
-import grpc
 import numpy as np
 import pytest
-from google.protobuf import empty_pb2
 
 from nnrt.client.hdi_model import HdiModelBuilder
 from nnrt.drivers.accel.cost import graph_costs
 from nnrt.drivers.accel.spec import DEFAULT_SPEC_TEXT, parse_spec
 from nnrt.drivers.accel.support import device_graph
-from nnrt.protos import admin_pb2_grpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.errors import (NNRT_INVALID_MODEL_CACHE, NNRT_OUT_OF_MEMORY, NNRT_SUCCESS,
                                 NNRT_UNSUPPORTED_OP)
-from tests.conftest import start_driver, wait_until
+from tests.conftest import admin_details, start_driver, wait_until
 from tests.gpu.util import graph_of
 from tests.test_model_cache import exported_blob, prepare_from
 from tests.test_models_e2e import f32, mlp
@@ -50,12 +47,6 @@ def spec_file(tmp_path: Path, **values) -> Path:
     path = tmp_path / "spec.toml"
     path.write_text(text)
     return path
-
-
-def admin_details(driver) -> dict[str, str]:
-    with grpc.insecure_channel(f"unix:{driver.grpc_path}") as channel:
-        return dict(admin_pb2_grpc.NnrtAdminStub(channel).GetStatus(
-            empty_pb2.Empty(), timeout=5).details)
 
 
 @pytest.fixture(scope="module")

@@ -7,21 +7,18 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import grpc
 import numpy as np
 import pyopencl as cl
 import pyopencl._cl as _cl
 import pytest
-from google.protobuf import empty_pb2
 
 from nnrt.client.hdi_model import HdiModelBuilder
 from nnrt.drivers.gpu.opencl import cl_error, found_devices
-from nnrt.protos import admin_pb2, admin_pb2_grpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.errors import (NNRT_DEVICE_ERROR, NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, NNRT_NOT_SUPPORT, NNRT_OUT_OF_MEMORY,
                                 NNRT_SUCCESS, NNRT_UNSUPPORTED_OP)
-from tests.conftest import start_driver
+from tests.conftest import admin_details, start_driver
 from tests.test_model_cache import _flip, exported_blob, prepare_from, run_prepared
 from tests.test_models_e2e import f32, mlp, run
 
@@ -40,11 +37,6 @@ def gpu_driver(tmp_path_factory):
 def gpu(gpu_driver):
     with gpu_driver.client() as session:
         yield session
-
-
-def admin_status(driver) -> admin_pb2.DriverStatus:
-    with grpc.insecure_channel(f"unix:{driver.grpc_path}") as channel:
-        return admin_pb2_grpc.NnrtAdminStub(channel).GetStatus(empty_pb2.Empty(), timeout=5)
 
 
 def driver_exit(*args: str) -> subprocess.CompletedProcess:
@@ -93,7 +85,7 @@ def test_identity_comes_from_the_opencl_device(gpu, gpu_driver):
     assert gpu.is_model_cache_supported().isSupported
     assert gpu.is_dynamic_input_supported().isSupported
     assert not gpu.is_float16_precision_supported().isSupported  # no half kernels (see device.py)
-    details = admin_status(gpu_driver).details
+    details = admin_details(gpu_driver)
     assert details["opencl_device"] == device.device.name.strip()
     assert details["opencl_device_index"] == "0:0"
     assert int(details["global_memory_mib"]) == device.device.global_mem_size >> 20
@@ -135,11 +127,11 @@ def test_cache_round_trip_through_a_new_driver_builds_no_program(tmp_path):
         first.stop()
     second = start_driver(runtime, "gpu", *ANY)
     try:
-        assert admin_status(second).details["programs_built"] == "0"
+        assert admin_details(second)["programs_built"] == "0"
         with second.client() as session:
             reply = prepare_from(session, blobs)
             assert reply.returnCode == NNRT_SUCCESS
-            details = admin_status(second).details
+            details = admin_details(second)
             assert details["programs_built"] == "0"
             assert int(details["programs_loaded_from_binary"]) >= 1
             x = f32(BATCH, SIZES[0])
@@ -204,12 +196,12 @@ def test_a_model_beyond_device_memory_is_refused_and_the_rest_keeps_working(tmp_
         with driver.client() as session:
             small, small_ref = mlp(BATCH, SIZES)
             small_id = small.prepare(session)
-            used = int(admin_status(driver).details["memory_used_bytes"])
+            used = int(admin_details(driver)["memory_used_bytes"])
             big, _ = mlp(BATCH, (512, 1024, 6))  # 2 MiB of weights
             with big.packed(session) as model:
                 reply = session.prepare_model(model)
             assert reply.returnCode == NNRT_OUT_OF_MEMORY
-            assert int(admin_status(driver).details["memory_used_bytes"]) == used  # all freed
+            assert int(admin_details(driver)["memory_used_bytes"]) == used  # all freed
             x = f32(BATCH, SIZES[0])
             probs = run_prepared(session, small_id, x)
             np.testing.assert_allclose(probs, small_ref(x), rtol=1e-4, atol=1e-6)
@@ -220,12 +212,12 @@ def test_a_model_beyond_device_memory_is_refused_and_the_rest_keeps_working(tmp_
 
 
 def test_released_models_give_their_memory_back(gpu, gpu_driver):
-    before = int(admin_status(gpu_driver).details["memory_used_bytes"])
+    before = int(admin_details(gpu_driver)["memory_used_bytes"])
     builder, _ = mlp(BATCH, SIZES)
     model_id = builder.prepare(gpu)
-    assert int(admin_status(gpu_driver).details["memory_used_bytes"]) > before
+    assert int(admin_details(gpu_driver)["memory_used_bytes"]) > before
     assert gpu.release_prepared_model(model_id).returnCode == NNRT_SUCCESS
-    assert int(admin_status(gpu_driver).details["memory_used_bytes"]) == before
+    assert int(admin_details(gpu_driver)["memory_used_bytes"]) == before
 
 
 # -- what the GPU does not run -----------------------------------------------------------------
@@ -290,7 +282,7 @@ def test_dynamic_batches_are_specialised_and_the_oldest_dropped(gpu, gpu_driver)
         assert [list(d.values) for d in reply.outputDims] == [[batch, 64]]
         np.testing.assert_allclose(y, np.maximum(x.astype(np.float64) @ w.T, 0), rtol=1e-4,
                                    atol=1e-4)
-        used.append(int(admin_status(gpu_driver).details["memory_used_bytes"]))
+        used.append(int(admin_details(gpu_driver)["memory_used_bytes"]))
     assert max(used[4:]) <= max(used[:4]) * 2  # bounded: old specialisations freed
     assert gpu.release_prepared_model(model_id).returnCode == NNRT_SUCCESS
 
