@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -327,6 +328,51 @@ class Model:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    @classmethod
+    def load(cls, path: str | os.PathLike, **options: Any) -> Model:
+        """A finished model from a file, ready to compile (and save):
+
+        * `.onnx`: imported by `nnrt.client.onnx_import.import_onnx` (`options` go there,
+          e.g. `input_shapes={"x": [1, 3, 224, 224]}`); inputs and outputs keep the ONNX
+          names and layout; OnnxImportError (a ValueError) names what cannot be mapped.
+        * `.nnrt` (or any file starting with its magic): a saved model
+          (`client/model_file.py`), as it was saved. It carries no builder history, so
+          operations cannot be added, and the output shapes of dynamic inputs are left to
+          the device.
+
+        ValueError for another kind of file, OSError when it cannot be read."""
+        from nnrt.client import model_file  # noqa: PLC0415 - loaded on use
+
+        with open(path, "rb") as f:
+            head = f.read(len(model_file.MAGIC))
+        if head == model_file.MAGIC:
+            if options:
+                raise TypeError(f"options {sorted(options)} apply to .onnx models only")
+            return cls._from_lowered(model_file.load(path))
+        if os.fspath(path).lower().endswith(".onnx"):
+            from nnrt.client.onnx_import import import_onnx  # noqa: PLC0415
+
+            return import_onnx(path, **options)
+        raise ValueError(f"{os.fspath(path)}: not a model file this nnrt reads (.onnx or "
+                         f".nnrt)")
+
+    @classmethod
+    def _from_lowered(cls, lowered: Any) -> Model:
+        """A finished Model over an already lowered graph (a loaded saved model)."""
+        model = cls()
+        handle = model.handle
+        with handle.lock:
+            handle._lowered = lowered
+            handle.finished = True
+        descs = [*lowered.inputs, *lowered.outputs]
+        operands = [Operand(model, i, tuple(d.shape), _DTYPES[d.data_type])
+                    for i, d in enumerate(descs)]
+        model._operands = operands
+        model._inputs = operands[:len(lowered.inputs)]
+        model._outputs = operands[len(lowered.inputs):]
+        model._finished = True
+        return model
+
     # -- tensors -----------------------------------------------------------------------------------
 
     def _tensor(self, shape: Shape | None, dtype: np.dtype, *, name: str = "",
@@ -394,12 +440,14 @@ class Model:
 
     def op(self, op: int | str, *inputs: Any, shape: Sequence[int | None] | None = None,
            shapes: Sequence[Sequence[int | None]] | None = None, dtype: Any = None,
-           outputs: int = 1, **params: Any) -> Operand | tuple[Operand, ...]:
+           outputs: int = 1, names: Sequence[str] | None = None,
+           **params: Any) -> Operand | tuple[Operand, ...]:
         """Any OH_NN operation: `op` is an OH_NN_OperationType or its name ("ADD",
         "OH_NN_OPS_ADD"); parameters by attribute name (`activationType=1`, `axis=...`) or
         by tensor-type name (`OH_NN_ADD_ACTIVATIONTYPE=1`). The result shape is inferred
         where the builder knows how, else taken from `shape=` (or `shapes=` for several
-        outputs), else the first input's."""
+        outputs), else the first input's. `names` names the result tensors (what a model
+        output is called in its I/O descriptors; "" leaves one unnamed)."""
         op_type = _op_type(op)
         spec = OPERATIONS[op_type]
         first = next((i for i in inputs if isinstance(i, Operand)), None)
@@ -422,8 +470,8 @@ class Model:
             self._operands.append(Operand(self, param_indices[-1], tuple(data.shape),
                                           data.dtype, data))
         results = []
-        for s in out_shapes:
-            index = self._tensor(s, out_dtype)
+        for k, s in enumerate(out_shapes):
+            index = self._tensor(s, out_dtype, name=names[k] if names and k < len(names) else "")
             results.append(self._operand(s, out_dtype, index))
         _call(spec.name, capi.OH_NNModel_AddOperation, self.handle, op_type,
               _u32(param_indices), _u32([o.index for o in operands]),

@@ -6,8 +6,9 @@
                   (server/devmgr.py)
     nnrt devices  one line per device (client/commands/devices.py)
     nnrt status   the device manager and drivers: health, runs, memory (client/commands/status.py)
-    nnrt run      compile a saved model (.nnrt) and run it once on .npy inputs (commands/run.py)
-    nnrt bench    latency percentiles and throughput of a saved model (commands/bench.py)
+    nnrt run      compile a model (.nnrt or .onnx) and run it once on .npy inputs (commands/run.py)
+    nnrt bench    latency percentiles and throughput of a model (commands/bench.py)
+    nnrt convert  an ONNX model (.onnx) to a saved model (.nnrt) (commands/convert.py)
     nnrt compile  a saved model to a device's offline model, e.g. the NPU simulator's
                   .npubin (commands/compile.py; exit codes 0, 1 refused, 2 bad usage / input)
 
@@ -29,6 +30,7 @@ import numpy as np
 from nnrt.client.demo import run_demo
 from nnrt.client.commands import bench, devices, run, status
 from nnrt.client.commands import compile as compile_command
+from nnrt.client.commands import convert as convert_command
 from nnrt.client.devices import registry
 from nnrt.client.embedded import find_or_start
 from nnrt.server import devmgr as devmgr_module
@@ -77,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_parser(sub)
     bench.add_parser(sub)
     compile_command.add_parser(sub)
+    convert_command.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="nnrt: %(levelname)s %(name)s: %(message)s")

@@ -8,6 +8,13 @@ reaches end-of-file the moment the driver process dies, a watcher thread marks t
 dead, fails every waiting request and calls the death callbacks, and every later call
 raises at once.
 
+Trust, before anything is sent: the runtime directory must pass `check_runtime_dir`
+(server/runtime_dir.py), and the process serving the session channel must be ours, root's
+or the service user's (`NNRT_SERVICE_USER`) by the kernel's SO_PEERCRED, the gRPC socket a
+socket bound by that same uid; otherwise `UntrustedDriver` (a DriverGone) says why. The
+gRPC socket cannot be checked by peer credentials from here (gRPC connects it), hence the
+owner check: in a trusted directory only trusted users can bind it.
+
 Buffers come back as `SharedMemory`: the client's own mapping of the driver's memfd, plus
 the fd, valid as long as the client keeps it, whatever happens to the driver.
 """
@@ -22,6 +29,7 @@ import math
 import mmap
 import os
 import socket
+import stat
 import struct
 import threading
 from collections.abc import Callable, Sequence
@@ -37,7 +45,8 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
 from nnrt.server import session_channel as channel
 from nnrt.server.errors import NNRT_SUCCESS
-from nnrt.server.runtime_dir import grpc_socket, runtime_dir, session_socket
+from nnrt.server.runtime_dir import (SERVICE_USER_ENV, UnsafeRuntimeDir, check_runtime_dir,
+                                     grpc_socket, runtime_dir, session_socket, trusted_uids)
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +165,33 @@ def _receive_into(sock: socket.socket, buffer: bytearray) -> tuple[int | None, l
 
 class DriverGone(ConnectionError):
     """The driver cannot be reached: it died, stopped, or never answered."""
+
+
+class UntrustedDriver(DriverGone):
+    """The driver is refused before anything is sent to it: its runtime directory cannot be
+    trusted, or it is served by a process of a user we do not trust (SO_PEERCRED)."""
+
+
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def _check_peer(sock: socket.socket, session_path: Path, grpc_path: Path) -> None:
+    """Refuse a driver whose session channel is served by an untrusted uid (the kernel's
+    SO_PEERCRED, taken at connect: cannot be forged), or whose gRPC socket is not a socket
+    bound by that same uid (both sockets are bound by one driver process)."""
+    pid, uid, _ = _PEERCRED.unpack(
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    trusted = trusted_uids()
+    if uid not in trusted:
+        raise UntrustedDriver(
+            f"refusing driver {session_path}: served by uid {uid} (pid {pid}), not by us "
+            f"(uid {os.geteuid()}), root or the service user ({SERVICE_USER_ENV}); "
+            f"nothing was sent to it")
+    st = os.lstat(grpc_path)  # OSError: no driver there (any more)
+    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != uid:
+        raise UntrustedDriver(
+            f"refusing driver {grpc_path}: not a socket bound by the session's uid {uid} "
+            f"(mode {st.st_mode:o}, owner uid {st.st_uid}); nothing was sent to it")
 
 
 class BufferNotShared(RuntimeError):
@@ -288,15 +324,23 @@ class DriverClient:
         self._waiters: dict[int, _Waiter] = {}
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
+        try:  # who may have put these sockets there: before anything is sent or received
+            check_runtime_dir(self.session_path.parent)
+        except UnsafeRuntimeDir as exc:
+            raise UntrustedDriver(str(exc)) from exc
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
         try:
             self._sock.settimeout(timeout)
             self._sock.connect(str(self.session_path))
+            _check_peer(self._sock, self.session_path, self.grpc_path)
             hello, fds = channel.receive_message(self._sock)
             channel.close_fds(fds)
             if not hello or hello.get("protocol") != channel.PROTOCOL_VERSION:
                 raise DriverGone(f"{self.session_path}: unexpected greeting {hello!r}")
             self._sock.settimeout(None)
+        except UntrustedDriver:
+            self._sock.close()
+            raise
         except (OSError, ValueError) as exc:
             self._sock.close()
             raise DriverGone(f"cannot open a session on {self.session_path}: {exc}") from exc

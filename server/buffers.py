@@ -9,6 +9,16 @@ by a session-scoped id; every use is bounds-checked against the real size.
 Runs borrow regions (`BufferTable.borrow`); ReleaseBuffer removes a region from the table
 at once and unmaps it when the last borrower is done, so a release racing a Run can
 neither fail the Run nor leak the mapping.
+
+Budgets (`SharedMemoryBudget`): every region a session registers, whichever way it came
+(AllocateBuffer, the channel's `import`, exported model caches), is charged to its session
+and to the driver at `BufferTable.add`, the one door every region passes, and given back when
+the region is unmapped (not when it leaves the table: a borrowed region is still mapped).
+Beyond either limit the region is refused with NNRT_OUT_OF_MEMORY and the sizes; what is
+held keeps working. The limits are the process's (one driver per process), set once at start
+by `configure_budget` from the driver's options; the defaults are a fraction of physical
+memory (`default_driver_limit`). Only what the driver maps is counted: a client's own pages
+are the client's, and a memfd shared by both is counted once, here.
 """
 
 from __future__ import annotations
@@ -37,6 +47,90 @@ log = logging.getLogger(__name__)
 # The framework caps tensor allocations at 1 GiB (hdi.md 3.14); so do we, per region.
 MAX_REGION_BYTES = 1 << 30
 
+MIB = 1 << 20
+DRIVER_FRACTION = 0.5  # of physical memory: the default budget of one driver
+SESSION_FRACTION = 0.25  # of the driver's budget: the default budget of one session
+
+
+def physical_memory() -> int:
+    """Bytes of RAM (sysconf; 8 GiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+def default_driver_limit() -> int:
+    return int(physical_memory() * DRIVER_FRACTION)
+
+
+def default_session_limit(driver_limit: int) -> int:
+    return int(driver_limit * SESSION_FRACTION)
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes} bytes ({nbytes / MIB:.1f} MiB)"
+
+
+class SharedMemoryBudget:
+    """Shared-memory bytes held by the driver and by each session, against two limits."""
+
+    def __init__(self, driver_limit: int | None = None,
+                 session_limit: int | None = None) -> None:
+        self.driver_limit = default_driver_limit() if driver_limit is None else driver_limit
+        self.session_limit = (default_session_limit(self.driver_limit) if session_limit is None
+                              else session_limit)
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def charge(self, table: BufferTable, nbytes: int) -> Callable[[], None]:
+        """Count `nbytes` against the table's session and the driver; returns the function
+        that gives them back (once). DriverError(NNRT_OUT_OF_MEMORY) when over a limit."""
+        with self._lock:
+            if table.charged + nbytes > self.session_limit:
+                raise DriverError(
+                    NNRT_OUT_OF_MEMORY,
+                    f"a region of {_size(nbytes)} exceeds the session's shared-memory budget: "
+                    f"it holds {_size(table.charged)} of {_size(self.session_limit)} "
+                    "(--max-session-memory-mb)")
+            if self.used + nbytes > self.driver_limit:
+                raise DriverError(
+                    NNRT_OUT_OF_MEMORY,
+                    f"a region of {_size(nbytes)} exceeds the driver's shared-memory budget: "
+                    f"its sessions hold {_size(self.used)} of {_size(self.driver_limit)} "
+                    "(--max-driver-memory-mb)")
+            table.charged += nbytes
+            self.used += nbytes
+        given_back = False
+
+        def uncharge() -> None:
+            nonlocal given_back
+            with self._lock:
+                if given_back:
+                    return
+                given_back = True
+                table.charged -= nbytes
+                self.used -= nbytes
+
+        return uncharge
+
+
+_budget = SharedMemoryBudget()
+
+
+def configure_budget(driver_limit: int | None = None,
+                     session_limit: int | None = None) -> SharedMemoryBudget:
+    """Set the process's budgets (at driver start, before any session); None: the default."""
+    global _budget
+    _budget = SharedMemoryBudget(driver_limit, session_limit)
+    log.info("shared-memory budgets: %s per driver, %s per session",
+             _size(_budget.driver_limit), _size(_budget.session_limit))
+    return _budget
+
+
+def process_budget() -> SharedMemoryBudget:
+    return _budget
+
 
 class SharedRegion:
     """One mapped region and its fd (kept to hand out over the session channel)."""
@@ -50,6 +144,7 @@ class SharedRegion:
         self._borrowers = 0  # guarded by the owning BufferTable's lock
         self._released = False
         self.on_close: Callable[[], None] | None = None  # called once, when it is closed
+        self._uncharge: Callable[[], None] | None = None  # gives its bytes back to the budget
 
     @classmethod
     def allocate(cls, length: int) -> SharedRegion:
@@ -125,6 +220,8 @@ class SharedRegion:
             # A numpy view is still alive somewhere; the mapping goes with the last view.
             log.warning("region of %d bytes still viewed at release; unmapped later", self.size)
         os.close(self.fd)
+        if self._uncharge is not None:
+            self._uncharge()
         if self.on_close is not None:
             self.on_close()
 
@@ -132,23 +229,33 @@ class SharedRegion:
 class BufferTable:
     """The regions of one session, by id. Ids start at 1; 0 means "no buffer"."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: SharedMemoryBudget | None = None) -> None:
         self._regions: dict[int, SharedRegion] = {}
         self._next_id = 1
         self._lock = threading.Lock()
         self._closed = False
+        self._budget = budget  # None: the process's, as configured when the table is used
+        self.charged = 0  # bytes of this session's regions still mapped; the budget's lock
 
     def add(self, region: SharedRegion) -> int:
-        """Register a region; released at once if the session ended meanwhile."""
+        """Register a region, charged to the budget; released at once (and the error
+        raised) if the session ended meanwhile or the region is over budget."""
+        refusal = None
         with self._lock:
-            closed = self._closed
-            if not closed:
-                buffer_id = self._next_id
-                self._next_id += 1
-                self._regions[buffer_id] = region
-        if closed:
+            if self._closed:
+                refusal = DriverError(NNRT_OPERATION_FORBIDDEN, "the session has ended")
+            else:
+                try:
+                    region._uncharge = (self._budget or _budget).charge(self, region.size)
+                except DriverError as exc:
+                    refusal = exc
+                else:
+                    buffer_id = self._next_id
+                    self._next_id += 1
+                    self._regions[buffer_id] = region
+        if refusal is not None:
             region.release(self._lock)
-            raise DriverError(NNRT_OPERATION_FORBIDDEN, "the session has ended")
+            raise refusal
         return buffer_id
 
     def get(self, buffer_id: int) -> SharedRegion:

@@ -13,7 +13,25 @@ session (terminal signals reach only the device manager), watched by one thread:
 * a driver that exits is restarted as its restart policy says (`always`, `on-failure`,
   `never`), after `backoff_initial * 2^(n-1)` seconds (at most `backoff_max`), n being its
   failures within `crash_loop_window`; at `crash_loop_failures` failures within the window
-  it is marked **failed** and left alone (a reload gives it a fresh start).
+  it is marked **failed**; after `failed_retry_after` seconds of rest it gets a fresh start
+  (a reload gives one at once; 0: failed until then). `crash_loop_failures = 0`: no limit.
+  A driver `ready` for `backoff_reset_after` seconds has its failures forgotten: the next
+  crash restarts it after `backoff_initial` again.
+
+Drivers die with the device manager: each inherits the read end of one lifeline pipe
+(`nnrt-driver --lifeline-fd`) whose write end only the device manager holds; when it dies,
+however (SIGKILL included), the kernel closes that end and every driver stops as at SIGTERM.
+A pipe rather than PR_SET_PDEATHSIG: that signal follows the forking *thread*, and a
+`preexec_fn` in a threaded parent may deadlock. Drivers carry `NNRT_DEVMGR_DIR=<runtime
+dir>` in their environment; before starting a driver, the device manager looks for a
+process holding that driver's sockets (/proc/net/unix, then /proc/*/fd): one carrying our
+runtime directory that is not our child is a leftover of a dead device manager (in its
+graceful stop, or one that never read its lifeline) and is stopped (SIGTERM + SIGCONT,
+`stop_timeout`, SIGKILL) so that ours can take the name; another process (a driver started
+by hand) is left alone, and ours exits 3 as before.
+
+The status never shows `ready` (or a pid) for a process that is gone: the state changes in
+the same step that forgets the process, and a snapshot checks the process it reports.
 
 Signals: SIGTERM / SIGINT stop every driver (SIGTERM, `stop_timeout`, then SIGKILL) and
 exit 0. SIGHUP re-reads the configuration and applies the difference: added drivers are
@@ -36,6 +54,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import select
 import selectors
 import signal
 import socket
@@ -67,6 +86,7 @@ POLL_INTERVAL = 0.05
 _PRIVATE_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
                 "LISTEN_FDNAMES")
 _EMPTY = empty_pb2.Empty()
+MARKER_ENV = "NNRT_DEVMGR_DIR"  # in a driver's environment: the runtime dir of its devmgr
 
 
 def describe_exit(code: int | None) -> str:
@@ -140,6 +160,57 @@ def _remove_stale_sockets(directory: Path, name: str) -> None:
             continue  # cannot tell: leave it
         if stale:
             path.unlink(missing_ok=True)
+
+
+def socket_holders(paths: list[Path]) -> set[int]:
+    """Pids of the processes holding a unix socket bound to one of `paths` (the listener or
+    connections it accepted): /proc/net/unix gives the sockets' inodes, /proc/*/fd who holds
+    them. Processes we may not inspect are skipped."""
+    wanted = {str(p) for p in paths}
+    inodes: set[str] = set()
+    try:
+        with open("/proc/net/unix") as table:
+            next(table, None)
+            for line in table:
+                fields = line.split()
+                if len(fields) >= 8 and fields[7] in wanted:
+                    inodes.add(f"socket:[{fields[6]}]")
+    except OSError:
+        return set()
+    holders: set[int] = set()
+    if not inodes:
+        return holders
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            for fd in os.scandir(f"/proc/{entry.name}/fd"):
+                try:
+                    if os.readlink(fd.path) in inodes:
+                        holders.add(int(entry.name))
+                        break
+                except OSError:
+                    continue
+        except OSError:
+            continue
+    return holders
+
+
+def _proc_info(pid: int) -> tuple[int, str, dict[str, str]] | None:
+    """(ppid, state, environment) of `pid`, None when it is gone or not ours to read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except (OSError, IndexError):
+        return None
+    environ = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0")
+                   if "=" in item)
+    return int(stat[1]), stat[0], environ
+
+
+def _gone(pid: int) -> bool:
+    info = _proc_info(pid)
+    return info is None or info[1] in ("Z", "X")
 
 
 # -- systemd ------------------------------------------------------------------------------
@@ -281,19 +352,25 @@ class DriverSupervisor:
     def snapshot(self) -> dict:
         with self._lock:
             now = time.monotonic()
-            running = self._proc is not None and self.state in ("starting", "ready")
+            state = self.state
+            # The process is checked, not assumed: one that died a moment ago (its thread
+            # has not noticed yet) is neither ready nor shown with a pid.
+            running = self._proc is not None and state in ("starting", "ready") \
+                and self._proc.poll() is None
+            if state == "ready" and not running:
+                state = "backoff"
             return {
                 "name": self.spec.name,
                 "kind": self.spec.kind,
                 "pid": self._proc.pid if running else None,
-                "state": self.state,
+                "state": state,
                 "restarts": self.restarts,
                 "last_exit": self.last_exit,
                 "uptime": round(now - self._started_at, 3)
                 if running and self._started_at is not None else None,
                 "reason": self.reason or None,
                 "next_start_in": round(max(self._next_start_at - now, 0.0), 3)
-                if self.state == "backoff" and self._next_start_at is not None else None,
+                if state in ("backoff", "failed") and self._next_start_at is not None else None,
                 "failures": self._recent_failures(now),
                 "restart_policy": self.spec.policy.restart,
                 "identity": self.identity,
@@ -323,16 +400,25 @@ class DriverSupervisor:
                 if self._stop.is_set():
                     break
                 delay = self._restart_delay(outcome)
+                state = "backoff"
                 if delay is None:
-                    break
+                    delay = self._cool_down()
+                    if delay is None:
+                        break
+                    state = "failed"
                 with self._lock:
                     self._next_start_at = time.monotonic() + delay
-                self._set(state="backoff")
+                self._set(state=state)
                 if self._stop.wait(delay):
                     break
                 with self._lock:
                     self.restarts += 1
                     self._next_start_at = None
+                    if state == "failed":
+                        self._failures.clear()  # a fresh start, as after a reload
+                if state == "failed":
+                    log.warning("driver %s: %g s cool-down over: a fresh start", self.name,
+                                delay)
         except Exception as exc:
             log.exception("driver %s: supervisor failed", self.name)
             self._set(state="failed", reason=f"supervisor error: {exc}")
@@ -347,9 +433,14 @@ class DriverSupervisor:
         argv = [sys.executable, "-m", "nnrt.server", spec.kind, "--name", spec.name,
                 "--runtime-dir", str(directory), *spec.option_args()]
         self._set(state="starting", identity=None)
+        self._take_over_leftovers()
+        if self._stop.is_set():
+            return ("stop", None)
+        lifeline = self.manager.lifeline_fd
+        argv += ["--lifeline-fd", str(lifeline)]
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=self.manager.child_env(),
-                                    start_new_session=True)
+                                    start_new_session=True, pass_fds=(lifeline,))
         except OSError as exc:
             log.error("driver %s: cannot start %s: %s", spec.name, argv[0], exc)
             self._set(reason=f"cannot start: {exc}")
@@ -382,35 +473,118 @@ class DriverSupervisor:
         log.info("driver %s: ready in %.2f s, pid %d (%s)", spec.name,
                  time.monotonic() - self._started_at, proc.pid, what)
         misses = 0
-        next_probe = time.monotonic() + self.manager.settings.probe_interval
+        ready_at = time.monotonic()
+        next_probe = ready_at + self.manager.settings.probe_interval
         while True:
             if self._stop.wait(POLL_INTERVAL):
                 return ("stop", None)
             code = proc.poll()
             if code is not None:
                 return self._exited(code, "")
+            self._maybe_reset_backoff(ready_at)
             if time.monotonic() < next_probe:
                 continue
             settings = self.manager.settings
-            if health_status(grpc_path, settings.probe_timeout) == \
-                    health_pb2.HealthCheckResponse.SERVING:
+            status = health_status(grpc_path, settings.probe_timeout)
+            if status == health_pb2.HealthCheckResponse.SERVING:
                 if misses:
                     log.info("driver %s: answering health probes again", spec.name)
                 misses = 0
             elif proc.poll() is None:
                 misses += 1
-                log.warning("driver %s: health probe failed (%d of %d in a row)", spec.name,
-                            misses, settings.probe_failures)
+                said = "unanswered" if status is None else \
+                    health_pb2.HealthCheckResponse.ServingStatus.Name(status)
+                log.warning("driver %s: health probe failed: %s (%d of %d in a row)", spec.name,
+                            said, misses, settings.probe_failures)
                 if misses >= settings.probe_failures:
-                    log.error("driver %s: not answering health probes: killing pid %d",
-                              spec.name, proc.pid)
-                    return ("unhealthy", self._kill("not answering health probes"))
+                    why = "not answering health probes" if status is None else \
+                        f"health says {said}: see the driver's log for why"
+                    log.error("driver %s: %s: killing pid %d", spec.name, why, proc.pid)
+                    return ("unhealthy", self._kill(why))
             next_probe = time.monotonic() + settings.probe_interval
+
+    def _maybe_reset_backoff(self, ready_at: float) -> None:
+        """Forget the failures of a driver ready for `backoff_reset_after` seconds."""
+        after = self.spec.policy.backoff_reset_after
+        if after <= 0 or not self._failures or time.monotonic() - ready_at < after:
+            return
+        with self._lock:
+            forgotten = len(self._failures)
+            self._failures.clear()
+        log.info("driver %s: ready for %g s: %d earlier failure(s) forgotten, backoff reset",
+                 self.name, after, forgotten)
+        self.manager.wake()
+
+    def _take_over_leftovers(self) -> None:
+        """Stop a dead device manager's driver that still holds this driver's sockets."""
+        directory = self.manager.runtime_dir
+        paths = [grpc_socket(directory, self.name), session_socket(directory, self.name)]
+        if not any(path.exists() for path in paths):
+            return
+        for pid in sorted(socket_holders(paths)):
+            info = _proc_info(pid)
+            if pid == os.getpid() or info is None:
+                continue
+            ppid, _, environ = info
+            if ppid == os.getpid() or environ.get(MARKER_ENV) != str(directory):
+                continue  # ours, or a driver started some other way: not ours to stop
+            log.warning("driver %s: pid %d, left by a device manager that is gone, holds its "
+                        "sockets: stopping it", self.name, pid)
+            self._stop_leftover(pid)
+        self._cleanup_sockets()
+
+    def _stop_leftover(self, pid: int) -> None:
+        """SIGTERM (+ SIGCONT, should it be stopped), `stop_timeout`, SIGKILL. Through a
+        pidfd where the kernel has them, so that a reused pid is never signalled."""
+        try:
+            handle = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            handle = None
+        if handle is None and _gone(pid):
+            return
+
+        def send(sig: int) -> None:
+            try:
+                if handle is not None:
+                    signal.pidfd_send_signal(handle, sig)
+                else:
+                    os.kill(pid, sig)
+            except OSError:
+                pass  # gone already
+
+        def wait(seconds: float) -> bool:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                if handle is not None:
+                    readable, _, _ = select.select([handle], [], [], POLL_INTERVAL)
+                    if readable:  # a pidfd reads ready once its process has exited
+                        return True
+                elif _gone(pid):
+                    return True
+                else:
+                    time.sleep(POLL_INTERVAL)
+            return False
+
+        try:
+            send(signal.SIGTERM)
+            send(signal.SIGCONT)
+            if wait(self.manager.settings.stop_timeout):
+                log.info("driver %s: leftover pid %d stopped", self.name, pid)
+                return
+            log.warning("driver %s: leftover pid %d still running %g s after SIGTERM: SIGKILL",
+                        self.name, pid, self.manager.settings.stop_timeout)
+            send(signal.SIGKILL)
+            if not wait(10):
+                log.error("driver %s: leftover pid %d survives SIGKILL", self.name, pid)
+        finally:
+            if handle is not None:
+                os.close(handle)
 
     def _exited(self, code: int, when: str) -> tuple[str, int]:
         with self._lock:
             uptime = time.monotonic() - (self._started_at or time.monotonic())
             self._proc = None
+            self.state = "backoff"  # with the process, never after: no ready without one
         hint = ""
         if code == 2:
             hint = " (bad usage: check the driver's options)"
@@ -424,6 +598,7 @@ class DriverSupervisor:
     def _kill(self, why: str) -> int | None:
         with self._lock:
             proc, self._proc = self._proc, None
+            self.state = "backoff"  # with the process, never after: no ready without one
         if proc is None:
             return None
         proc.kill()
@@ -456,18 +631,27 @@ class DriverSupervisor:
         with self._lock:
             self._failures.append(now)
             failures = self._recent_failures(now)
-        if failures >= policy.crash_loop_failures:
+        if not policy.unlimited and failures >= policy.crash_loop_failures:
             reason = (f"crash loop: {failures} failures within {policy.crash_loop_window:g} s "
                       f"(last: {self.reason or describe_exit(self.last_exit)})")
-            log.error("driver %s: %s; marked failed, not restarted", self.name, reason)
+            then = f"a fresh start in {policy.failed_retry_after:g} s" \
+                if policy.failed_retry_after > 0 else "not restarted until a reload"
+            log.error("driver %s: %s; marked failed, %s", self.name, reason, then)
             self._set(state="failed", reason=reason)
             self._cleanup_sockets()
             return None
         delay = policy.delay(failures)
-        log.warning("driver %s: restarting in %.2f s (failure %d of %d within %g s)",
-                    self.name, delay, failures, policy.crash_loop_failures,
-                    policy.crash_loop_window)
+        limit = "no limit" if policy.unlimited else f"of {policy.crash_loop_failures}"
+        log.warning("driver %s: restarting in %.2f s (failure %d %s within %g s)",
+                    self.name, delay, failures, limit, policy.crash_loop_window)
         return delay
+
+    def _cool_down(self) -> float | None:
+        """Seconds a failed driver rests before a fresh start; None: it stays as it is."""
+        policy = self.spec.policy
+        if self.state == "failed" and policy.restart != "never" and policy.failed_retry_after > 0:
+            return policy.failed_retry_after
+        return None
 
     def _cleanup_sockets(self) -> None:
         _remove_stale_sockets(self.manager.runtime_dir, self.name)
@@ -498,6 +682,8 @@ class DriverSupervisor:
             with self._lock:
                 self._proc = None
                 self.last_exit = code
+                if self.state in ("starting", "ready"):
+                    self.state = "stopped" if self._stop.is_set() else "backoff"
             log.info("driver %s: stopped (%s)", self.name, describe_exit(code))
             self._cleanup_sockets()
         if self._stop.is_set():
@@ -530,6 +716,13 @@ class DeviceManager:
         self._ready_sent = False
         self._last_status = ""
         self._ctl = ControlServer(self.runtime_dir, self._handle_request)
+        # The drivers' lifeline: they inherit the read end; the write end is ours alone
+        # (non-inheritable), so it closes exactly when this process ends.
+        self._lifeline_r, self._lifeline_w = os.pipe()
+
+    @property
+    def lifeline_fd(self) -> int:
+        return self._lifeline_r
 
     @property
     def settings(self) -> Settings:
@@ -538,6 +731,7 @@ class DeviceManager:
     def child_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
         env[RUNTIME_DIR_ENV] = str(self.runtime_dir)
+        env[MARKER_ENV] = str(self.runtime_dir)  # how a successor knows our leftovers
         return env
 
     def wake(self) -> None:
@@ -635,6 +829,8 @@ class DeviceManager:
                 supervisor.kill_now()
                 supervisor.join(5)
         self._ctl.close()
+        for fd in (self._lifeline_r, self._lifeline_w):
+            os.close(fd)
         self.state = "stopped"
         log.info("device manager stopped")
 

@@ -5,16 +5,21 @@ A TOML file (`tomllib`), read at start and again at every SIGHUP:
     [devmgr]                   # how drivers are watched (all optional)
     ready_timeout = 30         # s a started driver has to report SERVING
     stop_timeout = 15          # s between SIGTERM and SIGKILL when stopping a driver
-    probe_interval = 5         # s between health probes of a ready driver
-    probe_timeout = 2          # s a probe may take
-    probe_failures = 3         # failed probes in a row before the driver is killed
+    probe_interval = 1         # s between health probes of a ready driver
+    probe_timeout = 1          # s a probe may take
+    probe_failures = 2         # failed probes in a row before the driver is killed
 
     [defaults]                 # restart policy of every driver (all optional)
     restart = "on-failure"     # always | on-failure | never
     backoff_initial = 0.5      # s before the first restart; doubled per failure ...
     backoff_max = 30           # ... up to this
     crash_loop_failures = 5    # this many failures ...
-    crash_loop_window = 60     # ... within this many s: the device is failed, no restart
+    crash_loop_window = 60     # ... within this many s: the device is failed (0 failures:
+                               #     no limit, restarted forever with the backoff)
+    failed_retry_after = 60    # s a failed device rests before a fresh start (0: failed
+                               #     until a reload), like systemd's StartLimitIntervalSec
+    backoff_reset_after = 10   # s ready without a failure: failures forgotten, backoff back
+                               #     to backoff_initial (0: only the window forgets them)
 
     [drivers.cpu]              # one table per driver; the table name is the socket name
     kind = "cpu"               # default: the name
@@ -26,6 +31,10 @@ A TOML file (`tomllib`), read at start and again at every SIGHUP:
 underscores in keys are taken as dashes. The driver is the authority on what its options
 mean: an option it does not know makes it exit 2 at start, which the device manager treats
 like any other failure to start (restarts, then the crash-loop limit).
+
+The probe defaults find a wedge within 5 s: a driver whose runs stop moving says NOT_SERVING
+after its stall timeout (2 s, server/host.py), and two probes a second apart confirm it; a
+driver that answers nothing at all (SIGSTOP) misses two probes of 1 s each.
 """
 
 from __future__ import annotations
@@ -52,7 +61,8 @@ kind = "cpu"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _OPTION = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-_RESERVED_OPTIONS = {"name", "runtime-dir", "help", "h"}
+_RESERVED_OPTIONS = {"name", "runtime-dir", "lifeline-fd", "help", "h"}
+_ZERO_MEANS_OFF = {"crash_loop_failures", "failed_retry_after", "backoff_reset_after"}
 
 
 class ConfigError(ValueError):
@@ -65,9 +75,9 @@ class Settings:
 
     ready_timeout: float = 30.0
     stop_timeout: float = 15.0
-    probe_interval: float = 5.0
-    probe_timeout: float = 2.0
-    probe_failures: int = 3
+    probe_interval: float = 1.0
+    probe_timeout: float = 1.0
+    probe_failures: int = 2
 
 
 @dataclass(frozen=True)
@@ -77,8 +87,14 @@ class RestartPolicy:
     restart: str = "on-failure"
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
-    crash_loop_failures: int = 5
+    crash_loop_failures: int = 5  # 0: no limit
     crash_loop_window: float = 60.0
+    failed_retry_after: float = 60.0  # 0: failed until a reload
+    backoff_reset_after: float = 10.0  # 0: never (only the window forgets failures)
+
+    @property
+    def unlimited(self) -> bool:
+        return self.crash_loop_failures == 0
 
     def delay(self, failures: int) -> float:
         """Seconds to wait before the restart that follows the `failures`-th recent failure."""
@@ -159,9 +175,10 @@ def _apply(where: str, base, table: dict, allowed: set[str]):
                                   f"{', '.join(RESTART_POLICIES)}, not {value!r}")
             changes[key] = value
         else:
+            off = key in _ZERO_MEANS_OFF
             changes[key] = _number(where, key, value, integer=types[key] == "int",
-                                   minimum=1 if types[key] == "int" else 0.0,
-                                   strict=types[key] != "int")
+                                   minimum=0 if off else 1 if types[key] == "int" else 0.0,
+                                   strict=types[key] != "int" and not off)
     return replace(base, **changes)
 
 

@@ -25,6 +25,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from nnrt.server.runtime_dir import ensure_runtime_dir
+
 log = logging.getLogger(__name__)
 
 CTL_NAME = "devmgr.ctl"
@@ -89,7 +91,7 @@ class ControlServer:
 
     def claim(self) -> None:
         """Bind the socket (0660); DevmgrAlreadyRunning when a live one answers there."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_runtime_dir(self.path.parent)  # a directory checked before use, as drivers do
         if self.path.exists() or self.path.is_symlink():
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             probe.settimeout(1.0)
@@ -106,11 +108,10 @@ class ControlServer:
                 probe.close()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         old_umask = os.umask(0o117)
-        try:
+        try:  # 0660 from the umask at bind: no path-following chmod afterwards
             sock.bind(str(self.path))
         finally:
             os.umask(old_umask)
-        os.chmod(self.path, 0o660)
         sock.listen(16)
         sock.setblocking(False)
         self._sock = sock

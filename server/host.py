@@ -6,6 +6,19 @@ serves the HDI services and nnrt's admin service (server/admin.py) plus gRPC ref
 `grpc.health.v1`, and marks itself
 SERVING. `stop(grace)` marks NOT_SERVING, refuses new calls, lets calls in flight finish for
 up to `grace` seconds, ends every session and removes both sockets.
+
+Health means what it says: a watchdog thread re-evaluates it every `HEALTH_TICK` seconds
+(at most a quarter of the stall timeout) and answers NOT_SERVING, for every service, while
+
+* the session channel is down (its thread died: no client can open a session or run), or
+* the execution path is stuck: runs are in flight and none crossed an operator boundary or
+  completed for `stall_timeout` seconds (server/stats.py: one clock for the whole path, so
+  runs queued behind a moving one are not "stuck"; refused runs do not count as movement).
+
+It goes back to SERVING when the cause is gone (a long operator finished). One log line per
+transition. The stall timeout is the longest a single operator may take with nothing else
+moving; `--stall-timeout 0` turns the check off. A supervisor (the device manager) restarts
+a driver whose probes say NOT_SERVING, exactly as one that does not answer.
 """
 
 from __future__ import annotations
@@ -13,6 +26,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import stat
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,9 +40,10 @@ from nnrt.protos import admin_pb2_grpc, hdi_pb2, hdi_pb2_grpc
 from nnrt.server import admin
 from nnrt.server.device import Device
 from nnrt.server.faults import FaultInjection
-from nnrt.server.runtime_dir import grpc_socket, session_socket, stale_socket
+from nnrt.server.runtime_dir import (UnsafeRuntimeDir, ensure_runtime_dir, grpc_socket,
+                                     session_socket, stale_socket)
 from nnrt.server.servicers import DeviceServicer, PreparedModelServicer
-from nnrt.server.sessions import SessionChannelServer, SessionRegistry
+from nnrt.server.sessions import ChannelPolicy, SessionChannelServer, SessionRegistry
 from nnrt.server.stats import RunStats
 
 
@@ -36,6 +52,8 @@ log = logging.getLogger(__name__)
 HDI_SERVICE_NAMES = tuple(s.full_name for s in hdi_pb2.DESCRIPTOR.services_by_name.values())
 SERVICE_NAMES = (*HDI_SERVICE_NAMES, admin.SERVICE_NAME)  # reflected, and SERVING in health
 MAX_MESSAGE_BYTES = 64 << 20  # descriptors only, but a big graph has many tensors and nodes
+STALL_TIMEOUT = 2.0  # s of no progress with runs in flight before health says NOT_SERVING
+HEALTH_TICK = 0.25  # s between two evaluations of health (at most stall_timeout / 4)
 
 
 class DriverAlreadyRunning(RuntimeError):
@@ -56,10 +74,24 @@ def _claim(path: Path, kind: int) -> None:
     path.unlink(missing_ok=True)
 
 
+def _check_bound(path: Path) -> None:
+    """Refuse to serve when what is at `path` is not the socket we just bound: someone who
+    may write the directory replaced it (a symlink, say) between bind and now."""
+    st = os.lstat(path)
+    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid() or \
+            stat.S_IMODE(st.st_mode) != 0o660:
+        raise UnsafeRuntimeDir(
+            f"{path} was replaced while the driver bound it (mode {st.st_mode:o}, uid "
+            f"{st.st_uid}): someone else writes {path.parent}; check its owner and mode")
+
+
 class DriverHost:
     def __init__(self, device: Device, runtime_dir: Path, name: str,
-                 faults: FaultInjection | None = None, workers: int = 32) -> None:
+                 faults: FaultInjection | None = None, workers: int = 32,
+                 stall_timeout: float = STALL_TIMEOUT,
+                 channel_policy: ChannelPolicy | None = None) -> None:
         self.device = device
+        self.channel_policy = channel_policy or ChannelPolicy()  # session-channel limits
         self.name = name
         self.grpc_path = grpc_socket(runtime_dir, name)
         self.session_path = session_socket(runtime_dir, name)
@@ -72,9 +104,13 @@ class DriverHost:
         self._workers = workers
         self._server: grpc.Server | None = None
         self._channel: SessionChannelServer | None = None
+        self.stall_timeout = stall_timeout  # <= 0: the stuck-execution check is off
+        self.unhealthy_reason: str | None = None  # why health says NOT_SERVING, or None
+        self._watchdog_stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
 
     def start(self) -> None:
-        self.runtime_dir.mkdir(parents=True, exist_ok=True)
+        ensure_runtime_dir(self.runtime_dir)  # created if needed, refused if not trusted
         _claim(self.grpc_path, socket.SOCK_STREAM)
         _claim(self.session_path, socket.SOCK_SEQPACKET)
         server = grpc.server(
@@ -95,26 +131,79 @@ class DriverHost:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-        # Sockets are created 0660: group members may use the driver, others may not.
+        # Sockets are created 0660 (group members may use the driver, others may not) by
+        # the umask in force at bind: gRPC core binds in add_insecure_port. No chmod
+        # afterwards: chmod follows a symlink swapped in at the path meanwhile. (fchmod on
+        # a socket fd does not reach the file bind creates on Linux.)
         old_umask = os.umask(0o117)
         try:
             if server.add_insecure_port(f"unix:{self.grpc_path}") == 0:
                 raise OSError(f"cannot listen on {self.grpc_path}")
             self._channel = SessionChannelServer(self.session_path, self.sessions,
-                                                 prepared.run_packet, self._workers)
+                                                 prepared.run_packet, self._workers,
+                                                 self.channel_policy)
         finally:
             os.umask(old_umask)
+        try:
+            _check_bound(self.grpc_path)
+            _check_bound(self.session_path)
+        except OSError as exc:
+            server.stop(0)
+            self._channel.start()  # its thread closes the listener and its pipe on stop
+            self._channel.stop(0)
+            self._channel = None
+            for path in (self.grpc_path, self.session_path):
+                path.unlink(missing_ok=True)  # a link itself, never what it points at
+            raise UnsafeRuntimeDir(str(exc)) from exc
         server.start()
-        os.chmod(self.grpc_path, 0o660)
-        os.chmod(self.session_path, 0o660)
         self._channel.start()
         self._server = server
-        for service in ("", *SERVICE_NAMES):
-            self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        self._watchdog = threading.Thread(target=self._watch, name="health-watchdog",
+                                          daemon=True)
+        self._watchdog.start()
         log.info(
             "serving %s device %r (vendor %r) on %s", self.device.kind, self.device.name,
             self.device.vendor, self.grpc_path,
         )
+
+    def _set_health(self, status: int) -> None:
+        for service in ("", *SERVICE_NAMES):
+            self.health.set(service, status)
+
+    def check_health(self, now: float | None = None) -> str | None:
+        """Why the driver cannot serve right now, or None when it can."""
+        # The selector thread is the whole session channel: if it died, no session opens
+        # and no Run is answered.
+        if self._channel is not None and not self._channel.serving:
+            return "the session channel is down"
+        if self.stall_timeout > 0:
+            stalled = self.stats.stalled_for(now)
+            if stalled >= self.stall_timeout:
+                runs = self.stats.snapshot().in_flight
+                return (f"the execution path is stuck: {runs} run(s) in flight, no progress "
+                        f"for {stalled:.1f} s (stall timeout {self.stall_timeout:g} s)")
+        return None
+
+    def _watch(self) -> None:
+        tick = HEALTH_TICK if self.stall_timeout <= 0 else min(HEALTH_TICK,
+                                                               self.stall_timeout / 4)
+        while not self._watchdog_stop.wait(tick):
+            try:
+                reason = self.check_health()
+            except Exception:  # the watchdog must outlive any surprise
+                log.exception("health check failed")
+                continue
+            if (reason is None) == (self.unhealthy_reason is None):
+                self.unhealthy_reason = reason
+                continue
+            self.unhealthy_reason = reason
+            if reason is None:
+                log.warning("health: SERVING again")
+                self._set_health(health_pb2.HealthCheckResponse.SERVING)
+            else:
+                log.error("health: NOT_SERVING: %s", reason)
+                self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the gRPC server stops; True if it did."""
@@ -124,6 +213,9 @@ class DriverHost:
         if self._server is None:
             return
         log.info("stopping: no new calls, up to %.1f s for calls in flight", grace)
+        self._watchdog_stop.set()  # before the shutdown: it must not say SERVING again
+        if self._watchdog is not None:
+            self._watchdog.join(5)
         self.health.enter_graceful_shutdown()
         started = time.monotonic()
         self._channel.close_intake()  # Runs over the session channel: refused from now on

@@ -10,7 +10,9 @@
     nnrt-driver accel --spec deploy/npu-sim.toml   # the NPU simulator
 
 SIGTERM or SIGINT: stop accepting, let calls in flight finish (up to --grace seconds),
-remove the sockets, exit 0. Exit codes: 0 clean stop, 1 failed to start (no such OpenCL device, say), 2 bad usage,
+remove the sockets, exit 0. `--lifeline-fd N` (client/embedded.py): the same stop when
+the inherited pipe N reaches EOF, i.e. the process holding its write end is gone.
+Exit codes: 0 clean stop, 1 failed to start (no such OpenCL device, say), 2 bad usage,
 3 another driver already listens on the socket.
 """
 
@@ -19,15 +21,18 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import resource
 import signal
 import sys
 import threading
 from pathlib import Path
 
-from nnrt.drivers import DEVICE_KINDS, DeviceUnavailable, load_device
+from nnrt.drivers import DEVICE_KINDS, DeviceUnavailable, load_device, reference
+from nnrt.server import buffers
 from nnrt.server.faults import DEVICE_STATUS, PLAIN_FIELDS, FaultInjection, Faults
-from nnrt.server.host import DriverAlreadyRunning, DriverHost
-from nnrt.server.runtime_dir import runtime_dir
+from nnrt.server.host import STALL_TIMEOUT, DriverAlreadyRunning, DriverHost
+from nnrt.server.runtime_dir import UnsafeRuntimeDir, runtime_dir
+from nnrt.server.sessions import DEFAULT_MAX_RUNS_PER_SESSION, ChannelPolicy
 
 log = logging.getLogger("nnrt.driver")
 
@@ -43,6 +48,39 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="seconds calls in flight may take to finish at SIGTERM (default 10)")
     parser.add_argument("--log-level", default="INFO",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--stall-timeout", type=float, default=STALL_TIMEOUT, metavar="S",
+                        help="health says NOT_SERVING when runs are in flight and none moved "
+                             f"(crossed an operator, completed) for S seconds (default "
+                             f"{STALL_TIMEOUT:g}; 0: off)")
+    parser.add_argument("--lifeline-fd", type=int, default=None, metavar="N",
+                        help="an inherited pipe's read end: its EOF (every writer gone, i.e. "
+                             "the parent died) stops the driver as SIGTERM does")
+    budgets = parser.add_argument_group(
+        "budgets (beyond one: NNRT_OUT_OF_MEMORY with the sizes; what is held keeps working)")
+    budgets.add_argument("--max-driver-memory-mb", type=int, default=None, metavar="N",
+                         help="shared memory all sessions together may hold (default: half "
+                              "the physical memory)")
+    budgets.add_argument("--max-session-memory-mb", type=int, default=None, metavar="N",
+                         help="shared memory one session may hold (default: a quarter of the "
+                              "driver's budget)")
+    budgets.add_argument("--max-model-memory-mb", type=int, default=None, metavar="N",
+                         help="memory one run of a prepared model may write, worked out by "
+                              "shape inference at prepare, or at each run for dynamic inputs "
+                              "(default: the default session budget)")
+    channel = parser.add_argument_group("session channel (who may open a session, how much "
+                                        "one may ask at once)")
+    channel.add_argument("--max-runs-per-session", type=int,
+                         default=DEFAULT_MAX_RUNS_PER_SESSION, metavar="N",
+                         help="Runs of one session in flight on the session channel; one "
+                              "more is answered NNRT_DEVICE_BUSY at once (default "
+                              f"{DEFAULT_MAX_RUNS_PER_SESSION})")
+    channel.add_argument("--allow-uid", type=int, action="append", default=[], metavar="UID",
+                         help="only processes of this uid (repeatable), or of an --allow-gid "
+                              "group, may open sessions (default: anyone who can open the "
+                              "0660 socket)")
+    channel.add_argument("--allow-gid", type=int, action="append", default=[], metavar="GID",
+                         help="only processes in this group (primary or supplementary; "
+                              "repeatable), or of an --allow-uid, may open sessions")
     gpu = parser.add_argument_group("gpu driver")
     gpu.add_argument("--cl-device", default=None, metavar="gpu|any|P:D",
                      help="the OpenCL device: gpu (default: the first device of type GPU), "
@@ -85,10 +123,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "fault_slow_start_ms"):
         if getattr(args, option) < 0:
             parser.error(f"--{option.replace('_', '-')} must be >= 0")
+    if args.max_runs_per_session < 1:
+        parser.error("--max-runs-per-session must be >= 1")
+    if any(i < 0 for i in args.allow_uid + args.allow_gid):
+        parser.error("--allow-uid and --allow-gid take ids >= 0")
+    if not args.stall_timeout >= 0 or args.stall_timeout == float("inf"):
+        parser.error("--stall-timeout must be a number of seconds >= 0")
+    if args.lifeline_fd is not None:
+        try:
+            os.fstat(args.lifeline_fd)
+        except (OSError, OverflowError):
+            parser.error(f"--lifeline-fd {args.lifeline_fd} is not an open file descriptor")
     if not 0.0 <= args.fault_exit_on_run_probability <= 1.0:
         parser.error("--fault-exit-on-run-probability must be within [0, 1]")
     if args.kind != "gpu" and (args.cl_device is not None or args.gpu_memory_mb is not None):
         parser.error("--cl-device and --gpu-memory-mb are options of the gpu driver")
+    for option in ("max_driver_memory_mb", "max_session_memory_mb", "max_model_memory_mb"):
+        if getattr(args, option) is not None and getattr(args, option) <= 0:
+            parser.error(f"--{option.replace('_', '-')} must be > 0")
     if args.gpu_memory_mb is not None and args.gpu_memory_mb <= 0:
         parser.error("--gpu-memory-mb must be > 0")
     if args.kind != "accel" and args.spec is not None:
@@ -118,6 +170,66 @@ def fault_injection(args: argparse.Namespace) -> FaultInjection:
                           slow_start_ms=args.fault_slow_start_ms)
 
 
+def watch_lifeline(fd: int, stop: threading.Event) -> None:
+    """Stop the driver when the pipe `fd` reaches EOF or fails: its write end lives only in
+    the parent (client/embedded.py), and the kernel closes it however the parent ends,
+    SIGKILL included. A pipe, not PR_SET_PDEATHSIG: that signal fires when the parent
+    *thread* that forked exits, which would kill a driver an application started from a
+    short-lived thread."""
+    def watch() -> None:
+        try:
+            while os.read(fd, 4096):
+                pass  # nothing is ever written; data would only mean a confused parent
+            log.warning("lifeline fd %d closed: the parent process is gone, stopping", fd)
+        except OSError as exc:
+            log.warning("lifeline fd %d failed (%s): stopping", fd, exc)
+        stop.set()
+
+    threading.Thread(target=watch, name="nnrt-lifeline", daemon=True).start()
+
+
+def configure_budgets(args: argparse.Namespace) -> None:
+    """The process's memory budgets (server/buffers.py, drivers/reference.py) from the
+    options; an option left out keeps its documented default."""
+    def mib(n: int | None) -> int | None:
+        return None if n is None else n << 20
+
+    buffers.configure_budget(mib(args.max_driver_memory_mb), mib(args.max_session_memory_mb))
+    reference.configure_model_memory_limit(mib(args.max_model_memory_mb))
+
+
+def channel_policy(args: argparse.Namespace) -> ChannelPolicy:
+    """The session channel's limits the options ask for."""
+    return ChannelPolicy(max_runs_per_session=args.max_runs_per_session,
+                         allow_uids=frozenset(args.allow_uid),
+                         allow_gids=frozenset(args.allow_gid))
+
+
+def raise_fd_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; returns (soft, hard) in force.
+
+    Every session, buffer and gRPC connection holds fds, and systemd's default soft limit
+    (1024) is reached by ~500 small buffers of one session. The hard limit is what the
+    administrator granted (LimitNOFILE= in the units); the soft one is only a guard for
+    programs that select() on fds below 1024, which nothing in a driver does (epoll). An
+    unlimited hard limit is capped at the kernel's fs.nr_open."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if hard == resource.RLIM_INFINITY:
+        try:
+            target = int(Path("/proc/sys/fs/nr_open").read_text())
+        except (OSError, ValueError):
+            target = 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (OSError, ValueError) as exc:
+            log.warning("cannot raise the fd limit from %d to %d: %s", soft, target, exc)
+    log.info("fd limit: %s (hard %s)", soft, hard)
+    return soft, hard
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(
@@ -130,9 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    if args.lifeline_fd is not None:
+        watch_lifeline(args.lifeline_fd, stop)
+    raise_fd_limit()
     try:
+        configure_budgets(args)
         device = load_device(args.kind, **device_options(args))
-        host = DriverHost(device, args.runtime_dir or runtime_dir(), args.name or args.kind, faults)
+        host = DriverHost(device, args.runtime_dir or runtime_dir(), args.name or args.kind, faults,
+                          stall_timeout=args.stall_timeout, channel_policy=channel_policy(args))
         if faults.slow_start_ms:
             log.warning("FAULT INJECTION: waiting %d ms before serving", faults.slow_start_ms)
             if stop.wait(faults.slow_start_ms / 1000):
@@ -143,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     except DriverAlreadyRunning as exc:
         log.error("%s", exc)
         return 3
-    except DeviceUnavailable as exc:
+    except (DeviceUnavailable, UnsafeRuntimeDir) as exc:
         log.error("%s", exc)
         return 1
     except Exception:

@@ -9,6 +9,7 @@ NodeType, each tensor produced at most once, every node input available, no cycl
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 from collections.abc import Callable
@@ -153,6 +154,7 @@ def _node(index: int, node: na.Node, tensors: list[TensorSpec], attrs) -> NodeSp
 
 def _execution_order(model: mt.Model, nodes: list[NodeSpec], inputs: list[int],
                      outputs: list[int], tensors: list[TensorSpec]) -> tuple[int, ...]:
+    inputs = set(inputs)  # membership below is per tensor: a list made it quadratic
     producer: dict[int, int] = {}
     for node in nodes:
         for t in node.outputs:
@@ -166,7 +168,8 @@ def _execution_order(model: mt.Model, nodes: list[NodeSpec], inputs: list[int],
     for i in outputs:
         if i not in producer and i not in inputs:
             raise DriverError(NNRT_INVALID_OUTPUT, f"model output tensor {i} is never computed")
-    # Kahn's algorithm, keeping Model.nodes order among ready nodes.
+    # Kahn's algorithm, keeping Model.nodes order among ready nodes: a heap, since sorting
+    # the ready list at every step was quadratic for wide graphs (16 000 nodes: 0.7 s).
     waiting = {}
     users: dict[int, list[int]] = {}
     for node in nodes:
@@ -182,15 +185,15 @@ def _execution_order(model: mt.Model, nodes: list[NodeSpec], inputs: list[int],
         for d in deps:
             users.setdefault(d, []).append(node.index)
     ready = [n.index for n in nodes if waiting[n.index] == 0]
+    heapq.heapify(ready)
     order = []
     while ready:
-        ready.sort()
-        current = ready.pop(0)
+        current = heapq.heappop(ready)
         order.append(current)
         for user in users.get(current, ()):
             waiting[user] -= 1
             if waiting[user] == 0:
-                ready.append(user)
+                heapq.heappush(ready, user)
     if len(order) != len(nodes):
         raise DriverError(NNRT_INVALID_MODEL, "the graph has a cycle")
     return tuple(order)

@@ -1,37 +1,231 @@
-"""Where driver sockets live: `NNRT_RUNTIME_DIR`, shared by drivers and clients.
+"""Where driver sockets live: `NNRT_RUNTIME_DIR`, shared by drivers and clients — and
+whether that directory may be trusted.
 
-Default (ARCHITECTURE.md, decision 9): `/run/nnrt` when writable, else
+Default (ARCHITECTURE.md, decision 9): `/run/nnrt` when this process may use it, else
 `$XDG_RUNTIME_DIR/nnrt`, else `/tmp/nnrt-$UID`. A driver named N listens on `N.sock`
 (gRPC, the HDI services) and `N.session` (the session channel, server/session_channel.py).
+
+Decisions:
+
+* Discovery: `/run/nnrt` is chosen when it exists and this process may list and enter it
+  (read + search), or when it does not exist and `/run` lets us create it. The test is the
+  same for drivers and clients, so both sides of a machine agree on the directory: a member
+  of group `nnrt` finds the system drivers in a 0750 `/run/nnrt` (it used to apply the
+  driver's "writable" test and fall back to `/tmp`). A driver that may enter but not write
+  it is told so at start (`ensure_runtime_dir`), with the fix.
+* Trust (`check_runtime_dir`, the rules of OpenSSH's `secure_filename` and of tmux's socket
+  directory): the directory must be a directory owned by a trusted uid — our effective uid,
+  root, or the service user (`NNRT_SERVICE_USER`, a name or a uid) — and writable by no one
+  else: not by others ever, and by its group only in the documented shared layout, owned by
+  root (or the service user) with group `nnrt` (`NNRT_GROUP` names another), whose members
+  are trusted by construction. Every directory above it is owned by a trusted uid and is not
+  writable by group or others unless sticky (`/tmp`); a symbolic link on the way must be
+  owned by a trusted uid. Anything else is refused with `UnsafeRuntimeDir`, whose message
+  says what is wrong and how to fix it: a predictable `/tmp/nnrt-$UID` pre-created by
+  another user is never used — by a driver (which refuses to start) nor by a client (which
+  lists no driver there and refuses to open a session there).
+* A directory that does not exist yet is judged by its nearest existing ancestor (what we
+  would create it in); `ensure_runtime_dir` creates it 0755 (sockets are 0660 and carry the
+  access control) and judges it again once created, so a directory someone slipped in
+  between is refused too.
 """
 
 from __future__ import annotations
 
+import functools
+import grp
+import logging
 import os
+import pwd
 import socket
+import stat
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 ENV = "NNRT_RUNTIME_DIR"
+SERVICE_USER_ENV = "NNRT_SERVICE_USER"  # a user whose drivers and directories are trusted
+GROUP_ENV = "NNRT_GROUP"  # the group of the shared system directory
+DEFAULT_GROUP = "nnrt"
+SYSTEM_DIR = Path("/run/nnrt")
 GRPC_SUFFIX = ".sock"
 SESSION_SUFFIX = ".session"
 
 
-def _writable(path: Path) -> bool:
+class UnsafeRuntimeDir(PermissionError):
+    """The runtime directory cannot be trusted (or used); the message says how to fix it."""
+
+
+@functools.lru_cache(maxsize=8)
+def _service_uid(value: str) -> int | None:
+    if not value:
+        return None
+    if value.isdigit():
+        return int(value)
+    try:
+        return pwd.getpwnam(value).pw_uid
+    except KeyError:
+        log.warning("%s=%r names no user: ignored", SERVICE_USER_ENV, value)
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _group_gid(value: str) -> int | None:
+    if value.isdigit():
+        return int(value)
+    try:
+        return grp.getgrnam(value).gr_gid
+    except KeyError:
+        return None  # no such group on this machine: no shared layout to accept
+
+
+def service_uid() -> int | None:
+    """The uid of the configured service user (`NNRT_SERVICE_USER`), if any."""
+    return _service_uid(os.environ.get(SERVICE_USER_ENV, "").strip())
+
+
+def shared_gid() -> int | None:
+    """The gid of the shared runtime directory's group (`NNRT_GROUP`, default `nnrt`)."""
+    return _group_gid(os.environ.get(GROUP_ENV, "").strip() or DEFAULT_GROUP)
+
+
+def trusted_uids() -> frozenset[int]:
+    """Who may own the runtime directory and serve drivers to us: our effective uid, root,
+    and the service user."""
+    uids = {os.geteuid(), 0}
+    service = service_uid()
+    if service is not None:
+        uids.add(service)
+    return frozenset(uids)
+
+
+def _who(uids: frozenset[int]) -> str:
+    me = os.geteuid()
+    service = service_uid()
+    named = [f"us (uid {me})"] + (["root"] if me != 0 else [])
+    if service is not None and service not in (me, 0):
+        named.append(f"the service user (uid {service}, {SERVICE_USER_ENV})")
+    elif service is None:
+        named.append(f"the service user ({SERVICE_USER_ENV}, not set)")
+    return ", ".join(named[:-1]) + " or " + named[-1] if len(named) > 1 else named[0]
+
+
+def _fix(path: Path) -> str:
+    return (f"remove or fix {path}, or point {ENV} (or --runtime-dir) at a directory you own "
+            f"that only you can write (mkdir -m 0700 DIR)")
+
+
+def runtime_dir_problem(path: Path) -> str | None:
+    """Why `path` cannot be trusted as a runtime directory (with the fix), or None."""
+    uids = trusted_uids()
+    absolute = Path(os.path.abspath(path))
+    # Symbolic links on the way as given: whoever owns one decides where it points.
+    current = Path(absolute.anchor)
+    for part in absolute.parts[1:]:
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            break
+        except OSError as exc:
+            return f"cannot inspect {current}: {exc}"
+        if stat.S_ISLNK(st.st_mode) and st.st_uid not in uids:
+            return (f"{current} is a symbolic link owned by uid {st.st_uid}, not by "
+                    f"{_who(uids)}: {_fix(path)}")
+    real = Path(os.path.realpath(absolute))
+    chain = [*reversed(real.parents), real]
+    gid = shared_gid()
+    for i, directory in enumerate(chain):
+        try:
+            st = os.lstat(directory)
+        except FileNotFoundError:
+            return None  # the rest is ours to create, in a directory judged safe above
+        except OSError as exc:
+            return f"cannot inspect {directory}: {exc}"
+        mode = stat.S_IMODE(st.st_mode)
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{directory} is not a directory: {_fix(path)}"
+        if st.st_uid not in uids:
+            what = "" if directory == real else "the directory above it, "
+            return (f"{what}{directory} is owned by uid {st.st_uid}, not by {_who(uids)}: "
+                    f"another user may have planted it; {_fix(path)}")
+        if directory != real:
+            if mode & 0o022 and not mode & stat.S_ISVTX:
+                return (f"{directory}, above the runtime directory, is writable by group or "
+                        f"others (mode {mode:04o}) without the sticky bit: chmod go-w "
+                        f"{directory}, or {_fix(path)}")
+            continue
+        if mode & 0o002:
+            return (f"{directory} is writable by others (mode {mode:04o}): "
+                    f"chmod o-w {directory}, or {_fix(path)}")
+        if mode & 0o020:
+            shared = gid is not None and st.st_gid == gid and st.st_uid in {0, service_uid()}
+            if not shared:
+                return (f"{directory} is writable by its group (gid "
+                        f"{st.st_gid}, mode {mode:04o}); only the shared layout (owner root, "
+                        f"group {os.environ.get(GROUP_ENV) or DEFAULT_GROUP}, 0770) may be: "
+                        f"chmod g-w {directory}, or {_fix(path)}")
+    return None
+
+
+def check_runtime_dir(path: Path) -> None:
+    """Raise UnsafeRuntimeDir when `path` cannot be trusted (see the module's rules)."""
+    problem = runtime_dir_problem(Path(path))
+    if problem is not None:
+        raise UnsafeRuntimeDir(f"refusing runtime directory {path}: {problem}")
+
+
+def ensure_runtime_dir(path: Path) -> Path:
+    """Create `path` if needed (0755; parents as `mkdir -p`), verify it, and check that we
+    may create sockets in it: what a driver or device manager does before it binds."""
+    path = Path(path)
+    check_runtime_dir(path)  # before creating anything under an untrusted parent
+    try:
+        path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UnsafeRuntimeDir(f"cannot create runtime directory {path}: {exc}; point {ENV} "
+                               f"(or --runtime-dir) at a directory you may write") from exc
+    check_runtime_dir(path)  # again: it may have been slipped in by someone else meanwhile
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UnsafeRuntimeDir(
+            f"cannot create sockets in runtime directory {path}: not writable by uid "
+            f"{os.geteuid()} (members of its group may use the drivers there, not serve "
+            f"them); run the driver as the service, or point {ENV} (or --runtime-dir) at a "
+            f"directory you own")
+    return path
+
+
+_warned: set[tuple[str, str]] = set()
+
+
+def usable_runtime_dir(path: Path) -> bool:
+    """Whether a client may use the drivers in `path`; logs why not (once per reason)."""
+    problem = runtime_dir_problem(Path(path))
+    if problem is None:
+        return True
+    key = (str(path), problem)
+    if key not in _warned:
+        _warned.add(key)
+        log.error("ignoring the drivers in %s: %s", path, problem)
+    return False
+
+
+def _usable(path: Path) -> bool:
+    """Whether this process may use `path` (list and enter it), or create it."""
     if path.exists():
-        return os.access(path, os.W_OK | os.X_OK)
+        return os.access(path, os.R_OK | os.X_OK)
     return os.access(path.parent, os.W_OK | os.X_OK)
 
 
 def runtime_dir() -> Path:
-    """The runtime directory in force for this process (not created)."""
+    """The runtime directory in force for this process (not created, not verified)."""
     configured = os.environ.get(ENV)
     if configured:
         return Path(configured)
-    system = Path("/run/nnrt")
-    if _writable(system):
-        return system
+    if _usable(SYSTEM_DIR):
+        return SYSTEM_DIR
     xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and _writable(Path(xdg)):
+    if xdg and os.access(xdg, os.W_OK | os.X_OK):
         return Path(xdg) / "nnrt"
     return Path(f"/tmp/nnrt-{os.getuid()}")
 
@@ -60,8 +254,9 @@ def stale_socket(path: Path, kind: int, timeout: float) -> bool:
 
 
 def driver_names(directory: Path) -> list[str]:
-    """Names of the drivers whose two sockets are present in `directory`, sorted."""
-    if not directory.is_dir():
+    """Names of the drivers whose two sockets are present in `directory`, sorted; none in
+    a directory that cannot be trusted (`usable_runtime_dir` logs why)."""
+    if not directory.is_dir() or not usable_runtime_dir(directory):
         return []
     names = []
     for path in directory.glob(f"*{GRPC_SUFFIX}"):

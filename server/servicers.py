@@ -220,6 +220,9 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
 
     @hdi_method(pb.AllocateBufferReply)
     def AllocateBuffer(self, request, context, session):
+        # The host's shared-memory budgets (per session, per driver) are charged when the
+        # region is added to the session's table below (server/buffers.py), where imported
+        # regions are charged too; a refusal there gives the device memory back (on_close).
         # A device with memory of its own (the accelerator) counts the buffer against it.
         self.device.reserve_memory(max(request.length, 0), "AllocateBuffer")
         try:
@@ -255,10 +258,22 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
         entry = session.prepared(request.preparedModelId)
         self.faults.on_export_cache()
         if not entry.cache:  # serialised once; later calls hand out the same buffers
-            for blob in map(self.faults.exported_blob, entry.model.export_cache()):
-                region = SharedRegion.allocate(len(blob))
-                region.array(0, "u1", len(blob))[:] = memoryview(blob)
-                entry.cache.append(session.buffers.add(region))
+            # Charged to the session's shared-memory budget like any buffer (buffers.py);
+            # all blobs or none, so a refusal half way leaves no partial cache behind.
+            added: list[int] = []
+            try:
+                for blob in map(self.faults.exported_blob, entry.model.export_cache()):
+                    region = SharedRegion.allocate(len(blob))
+                    region.array(0, "u1", len(blob))[:] = memoryview(blob)
+                    added.append(session.buffers.add(region))
+            except BaseException:
+                for buffer_id in added:
+                    try:
+                        session.buffers.remove(buffer_id)
+                    except DriverError:  # the session ended meanwhile: already freed
+                        pass
+                raise
+            entry.cache.extend(added)
         return pb.ExportModelCacheReply(modelCache=[
             ht.SharedBuffer(bufferId=i, bufferSize=session.buffers.get(i).size, offset=0,
                             dataSize=session.buffers.get(i).size)
@@ -305,7 +320,11 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
         reply = None
         try:
             entry = session.prepared(request.preparedModelId)
-            cancelled = lambda: not caller_active() or session.closed  # noqa: E731
+
+            def cancelled() -> bool:  # asked between operators: the health watchdog's
+                self.stats.progress()  # sign that the execution path moves (server/stats.py)
+                return not caller_active() or session.closed
+
             self.faults.on_run(cancelled)
             dims = execution.execute(entry, request.inputs, request.outputs, session.buffers,
                                      cancelled)

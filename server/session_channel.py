@@ -26,7 +26,20 @@ socket). The handshake and messages (JSON objects, one per packet):
    deadline. A request that does not fit in a packet goes over gRPC.
 
 A malformed message gets `{"seq": s, "returnCode": 3}` (NNRT_INVALID_PARAMETER) and one log
-line; fds attached to a message that takes none are closed.
+line; fds attached to a message that takes none are closed. Every packet is answered or
+the session closed: a Run packet shorter than its header (whose seq cannot be read) gets
+`{"seq": null, "returnCode": 3}`; an empty packet reads as end of file and ends the session.
+
+Flow control (server/sessions.py), so that no client can stall another:
+- The driver never waits on a client. Each connection has a bounded outgoing queue
+  (packets the socket did not take at once); a client that stops reading until the queue
+  is full is dropped, its session ended as at a disconnect.
+- At most `--max-runs-per-session` Runs of a session are in flight (default 64); one more is
+  answered at once with `NNRT_DEVICE_BUSY` (14) and not queued.
+- A driver started with `--allow-uid` / `--allow-gid` checks the connecting process's
+  credentials (SO_PEERCRED, and SO_PEERGROUPS for its supplementary groups); a refused
+  client gets `{"returnCode": -19, "reason": "..."}` (HDF_ERR_NOPERM) instead of a session,
+  and the connection is closed.
 """
 
 from __future__ import annotations
@@ -47,13 +60,23 @@ RUN_REQUEST = struct.Struct("<QI")  # seq, timeout in ms
 RUN_REPLY = struct.Struct("<Q")  # seq
 
 
-def send_message(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
-    data = json.dumps(message, separators=(",", ":")).encode()
+def encode_message(message: dict[str, Any]) -> bytes:
+    """The packet of a JSON message."""
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+def send_packet(sock: socket.socket, data: bytes, fds: Sequence[int] = ()) -> None:
+    """Send one packet, `fds` attached (SCM_RIGHTS). On a non-blocking socket a packet is
+    sent whole or not at all (BlockingIOError): SOCK_SEQPACKET sends are atomic."""
     if fds:
         ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
         sock.sendmsg([data], ancillary)
     else:
         sock.send(data)
+
+
+def send_message(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
+    send_packet(sock, encode_message(message), fds)
 
 
 def receive_packet(sock: socket.socket) -> tuple[bytes | None, list[int]]:

@@ -3,19 +3,42 @@
 A session is born when a client connects to `<name>.session` and dies when that connection
 closes, for whatever reason (clean close, client crash, SIGKILL). Its buffers and prepared
 models die with it. See server/session_channel.py for the wire protocol.
+
+The channel is one selector thread that every session shares, so nothing a client does may
+make it wait or die (the decisions of a system service: gRPC core, binder):
+- accept() failures (EMFILE at the fd limit, ENFILE, ENOBUFS, ENOMEM, anything unexpected)
+  stop the listener being polled for a backoff (10 ms doubling to 1 s, as gRPC core retries
+  every second), logged once per episode and once at recovery; open sessions are served
+  meanwhile and pending clients wait in the listen queue. A failure of the one connection
+  being accepted (ECONNABORTED, ...) is skipped.
+- Sockets are non-blocking; each connection has a bounded outgoing queue (256 packets,
+  4 MiB). A client that does not read until it is full is dropped: its session ends exactly
+  as at a disconnect. Waiting on it would stall every other session.
+- Runs of a session in flight are capped (`ChannelPolicy.max_runs_per_session`, 64 by
+  default): one more is answered NNRT_DEVICE_BUSY at once, so a flood holds bounded memory
+  and a well-behaved session's Runs are queued behind at most that many of the flooder's.
+- Every packet gets an answer (or the session ends); an unexpected exception ends at most
+  the session it came from.
+- `--allow-uid` / `--allow-gid` restrict who may open a session (SO_PEERCRED at accept,
+  SO_PEERGROUPS for supplementary groups); without a session no HDI method that needs one
+  works, so this is the one door to check.
 """
 
 from __future__ import annotations
 
+import array
+import errno
 import itertools
 import logging
 import os
 import secrets
 import selectors
 import socket
+import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +49,13 @@ from nnrt.server import session_channel as channel
 from nnrt.server.buffers import BufferTable, SharedRegion
 from nnrt.server.device import PreparedModel
 from nnrt.server.errors import (
+    HDF_ERR_NOPERM,
+    NNRT_DEVICE_BUSY,
     NNRT_FAILED,
     NNRT_INVALID_MODEL,
     NNRT_INVALID_PARAMETER,
     NNRT_OPERATION_FORBIDDEN,
+    NNRT_OUT_OF_MEMORY,
     NNRT_SUCCESS,
     DriverError,
 )
@@ -143,23 +169,126 @@ class SessionRegistry:
 # Serves one Run packet of a session: (session, RunRequest bytes, deadline) -> RunReply bytes.
 RunHandler = Callable[[Session, bytes, "float | None"], bytes]
 
+# RunReply bytes of the refusals the channel itself answers.
+_BUSY = pb.RunReply(returnCode=NNRT_DEVICE_BUSY).SerializeToString()
+_FORBIDDEN = pb.RunReply(returnCode=NNRT_OPERATION_FORBIDDEN).SerializeToString()
+_FAILED = pb.RunReply(returnCode=NNRT_FAILED).SerializeToString()
+
+DEFAULT_MAX_RUNS_PER_SESSION = 64  # Runs of one session in flight; beyond: NNRT_DEVICE_BUSY
+MAX_QUEUED_PACKETS = 256  # replies a connection may have waiting for its socket ...
+MAX_QUEUED_BYTES = 4 << 20  # ... and their bytes; beyond either the session is dropped
+ACCEPT_BACKOFF_INITIAL = 0.01  # s; doubled per failed accept() in a row ...
+ACCEPT_BACKOFF_MAX = 1.0  # ... up to this (gRPC core retries a failing accept every 1 s)
+SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux >= 4.13
+_MAX_PEER_GROUPS = 1024
+
+# accept() failing for want of a resource (fds, memory): it fails again at once until
+# something is freed, so the listener stops being polled for a while (a level-triggered
+# selector would spin on it) and existing sessions go on being served.
+_ACCEPT_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+# accept() failing for the one connection at the head of the queue (reset while queued,
+# refused by a security module): the next one may be fine.
+_ACCEPT_CONNECTION_ERRORS = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM,
+                                       errno.EINTR})
+
+
+@dataclass(frozen=True)
+class ChannelPolicy:
+    """What the session channel grants each client (nnrt-driver options)."""
+
+    max_runs_per_session: int = DEFAULT_MAX_RUNS_PER_SESSION
+    allow_uids: frozenset[int] = frozenset()  # with allow_gids empty too: anyone who can
+    allow_gids: frozenset[int] = frozenset()  # open the (0660) socket
+    max_queued_packets: int = MAX_QUEUED_PACKETS
+    max_queued_bytes: int = MAX_QUEUED_BYTES
+
+    @property
+    def restricted(self) -> bool:
+        return bool(self.allow_uids or self.allow_gids)
+
+    def allows(self, uid: int, gids: Iterable[int]) -> bool:
+        """Whether a peer of `uid` in groups `gids` may open a session. Only those listed:
+        root is not implied (it could open the socket anyway, but need not be served)."""
+        if not self.restricted:
+            return True
+        return uid in self.allow_uids or not self.allow_gids.isdisjoint(gids)
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a Unix socket, at connect time."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", creds)
+    return pid, uid, gid
+
+
+def peer_groups(sock: socket.socket, gid: int) -> set[int]:
+    """The peer's primary and supplementary groups (SO_PEERGROUPS); the primary alone where
+    the kernel cannot say (group members are usually in `nnrt` as a supplementary group)."""
+    groups = {gid}
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, SO_PEERGROUPS, 4 * _MAX_PEER_GROUPS)
+    except OSError as exc:
+        log.debug("SO_PEERGROUPS unavailable (%s): primary group only", exc)
+        return groups
+    groups.update(array.array("I", raw[: len(raw) - len(raw) % 4]))
+    return groups
+
+
+class _RateLimitedLog:
+    """One log line per `interval` s at most; the lines left out are counted in the next."""
+
+    def __init__(self, interval: float = 10.0) -> None:
+        self.interval = interval
+        self._last = -interval
+        self._suppressed = 0
+
+    def __call__(self, level: int, message: str, *args: object, **kwargs: Any) -> None:
+        now = time.monotonic()
+        if now - self._last < self.interval:
+            self._suppressed += 1
+            return
+        if self._suppressed:
+            message += f" ({self._suppressed} more like it since the last such line)"
+        self._last, self._suppressed = now, 0
+        log.log(level, message, *args, **kwargs)
+
 
 class _Connection:
-    """A session's socket, closed only once no Run is still answering on it (so a reply
-    can never go to a reused fd number)."""
+    """A session's socket, its outgoing queue and its Runs in flight.
 
-    def __init__(self, sock: socket.socket) -> None:
+    Every packet to the client goes through `send`, from any thread: written at once when
+    the socket takes it, else queued (bounded by the policy) and written by the selector
+    thread when the socket becomes writable. Nobody ever waits on a client: one whose queue
+    is full is marked overflowed and dropped by the selector thread. The socket is closed
+    only once no Run is still answering on it (so a reply can never go to a reused fd
+    number)."""
+
+    def __init__(self, sock: socket.socket, session: Session, policy: ChannelPolicy,
+                 wake: Callable[[_Connection], None]) -> None:
         self.sock = sock
+        self.session = session
+        self.policy = policy
         self.runs = 0
+        self.busy_refused = 0  # Runs answered NNRT_DEVICE_BUSY in the current episode
         self.ended = False
+        self.registered = False  # in the selector (selector thread only)
+        self.events = 0  # the selector's interest (selector thread only)
+        self.overflowed = False
+        self.writing = False  # packets are queued: the selector watches for writability
         self.lock = threading.Lock()
+        self._queue: deque[tuple[bytes, list[int]]] = deque()
+        self._queued_bytes = 0
+        self._wake = wake
 
-    def begin_run(self) -> bool:
+    def begin_run(self) -> str:
+        """"ok" (counted in flight), "busy" (at the session's cap) or "ended"."""
         with self.lock:
             if self.ended:
-                return False
+                return "ended"
+            if self.runs >= self.policy.max_runs_per_session:
+                return "busy"
             self.runs += 1
-            return True
+            return "ok"
 
     def end_run(self) -> None:
         with self.lock:
@@ -172,18 +301,85 @@ class _Connection:
         with self.lock:
             self.ended = True
             close = self.runs == 0
+            dropped, self._queue = list(self._queue), deque()
+            self._queued_bytes = 0
+        for _, fds in dropped:
+            channel.close_fds(fds)
         if close:
             self.sock.close()
+
+    def queued(self) -> tuple[int, int]:
+        """(packets, bytes) waiting for the socket."""
+        with self.lock:
+            return len(self._queue), self._queued_bytes
+
+    def send(self, data: bytes, fds: Sequence[int] = ()) -> None:
+        """Send one packet or queue it; never blocks. Takes `fds` (closed once sent or
+        dropped: they are our duplicates, the client gets its own)."""
+        notify = False
+        with self.lock:
+            if self.ended or self.overflowed:
+                channel.close_fds(fds)
+                return
+            if not self._queue:  # keep the order: nothing may overtake a queued packet
+                try:
+                    channel.send_packet(self.sock, data, fds)
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    # The client went away: its end of file ends the session.
+                    channel.close_fds(fds)
+                    return
+                else:
+                    channel.close_fds(fds)
+                    return
+            if (len(self._queue) >= self.policy.max_queued_packets
+                    or self._queued_bytes + len(data) > self.policy.max_queued_bytes):
+                self.overflowed = True
+                channel.close_fds(fds)
+                notify = True
+            else:
+                self._queue.append((data, list(fds)))
+                self._queued_bytes += len(data)
+                notify = not self.writing
+                self.writing = True
+        if notify:
+            self._wake(self)
+
+    def flush(self) -> None:
+        """Write what the socket takes of the queue (the selector thread, when writable)."""
+        with self.lock:
+            while self._queue and not self.ended:
+                data, fds = self._queue[0]
+                try:
+                    channel.send_packet(self.sock, data, fds)
+                except BlockingIOError:
+                    return
+                except OSError:  # the client went away: its end of file ends the session
+                    for _, queued_fds in self._queue:
+                        channel.close_fds(queued_fds)
+                    self._queue.clear()
+                    self._queued_bytes = 0
+                    break
+                self._queue.popleft()
+                self._queued_bytes -= len(data)
+                channel.close_fds(fds)
+            self.writing = False
 
 
 class SessionChannelServer:
     """Accepts session connections and answers fetch/import on one thread (a selector);
-    Run packets go to a pool of workers."""
+    Run packets go to a pool of workers, their replies through each connection's queue.
+
+    The selector thread must outlive anything a client or the machine does: accept()
+    failures back off and retry, no send blocks, and an unexpected exception ends at most
+    the session it came from."""
 
     def __init__(self, path: Path, registry: SessionRegistry, run_handler: RunHandler,
-                 workers: int = 32) -> None:
+                 workers: int = 32, policy: ChannelPolicy | None = None) -> None:
         self.path = path
         self.registry = registry
+        self.policy = policy or ChannelPolicy()
         self._run_handler = run_handler
         self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="run")
         self._runs = 0
@@ -195,13 +391,24 @@ class SessionChannelServer:
         self._listener.setblocking(False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ, None)
-        self._wake_r, self._wake_w = os.pipe()
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._pending: deque[_Connection] = deque()  # connections whose state changed
+        self._accept_failures = 0  # failed accept() calls in a row (an episode)
+        self._accept_failing_since = 0.0
+        self._accept_resume: float | None = None  # when the listener is polled again
+        self._refusal_log = _RateLimitedLog()
+        self._error_log = _RateLimitedLog()
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="session-channel", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    @property
+    def serving(self) -> bool:
+        """Whether the selector thread runs (it ends only at `stop`)."""
+        return self._thread.is_alive() and not self._stopping
 
     def close_intake(self) -> None:
         """Refuse new Runs (NNRT_OPERATION_FORBIDDEN); the ones in flight go on."""
@@ -219,122 +426,256 @@ class SessionChannelServer:
                 log.warning("%d run(s) still in flight after %.1f s: ending their sessions",
                             self._runs, grace)
         self._stopping = True
-        os.write(self._wake_w, b"x")
+        self._poke()
         self._thread.join(timeout=10)
         self._workers.shutdown(wait=False, cancel_futures=True)
 
+    def _poke(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except BlockingIOError:
+            pass  # the pipe is full: the selector wakes anyway
+
+    def _request(self, connection: _Connection) -> None:
+        """From any thread: the selector thread should look at `connection` (it has
+        packets queued, or overflowed)."""
+        self._pending.append(connection)
+        self._poke()
+
     def _loop(self) -> None:
         while not self._stopping:
-            for key, _ in self._selector.select():
-                if key.data == "wake":
-                    continue
-                if key.data is None:
-                    self._accept()
-                else:
-                    self._serve(key.fileobj, key.data[0])
+            try:
+                self._once()
+            except Exception:  # this thread serves every session
+                self._error_log(logging.ERROR, "session channel: unexpected error (serving "
+                                "goes on)", exc_info=True)
+                time.sleep(0.05)  # never a hot loop on a persistent error
         for key in list(self._selector.get_map().values()):
-            if isinstance(key.data, tuple):
-                self._end(key.fileobj, key.data[0])
+            if isinstance(key.data, _Connection):
+                self._end(key.data)
         self._selector.close()
         self._listener.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
 
+    def _once(self) -> None:
+        timeout = None
+        if self._accept_resume is not None:
+            timeout = max(0.0, self._accept_resume - time.monotonic())
+        events = self._selector.select(timeout)
+        if self._accept_resume is not None and time.monotonic() >= self._accept_resume:
+            self._accept_resume = None
+            self._selector.register(self._listener, selectors.EVENT_READ, None)
+        for key, mask in events:
+            data = key.data
+            if data is None:
+                self._accept()
+            elif isinstance(data, _Connection):
+                self._service(data, mask)
+            else:  # the wake pipe
+                self._drain_wake()
+        while self._pending:
+            self._update(self._pending.popleft())
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _service(self, connection: _Connection, mask: int) -> None:
+        if not connection.registered:
+            return  # ended earlier in this round
+        try:
+            if mask & selectors.EVENT_WRITE:
+                connection.flush()
+                self._update(connection)
+            if mask & selectors.EVENT_READ and connection.registered:
+                self._serve(connection)
+        except Exception:  # a bug must cost one session, not the channel
+            log.exception("session %d: unexpected error on the session channel: ending the "
+                          "session", connection.session.id)
+            if connection.registered:
+                self._end(connection)
+
+    def _update(self, connection: _Connection) -> None:
+        """Apply a connection's state to the selector: drop it when overflowed, watch for
+        writability while packets are queued."""
+        if not connection.registered:
+            return
+        if connection.overflowed:
+            packets, nbytes = connection.queued()
+            log.warning("session %d (pid %s): dropped: it does not read its replies (%d "
+                        "packets, %d bytes waiting, the limit)", connection.session.id,
+                        connection.session.peer_pid, packets, nbytes)
+            self._end(connection)
+            return
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if connection.writing else 0)
+        if events != connection.events:
+            self._selector.modify(connection.sock, events, connection)
+            connection.events = events
+
     def _accept(self) -> None:
         try:
-            conn, _ = self._listener.accept()
-        except BlockingIOError:
+            sock, _ = self._listener.accept()
+        except (BlockingIOError, InterruptedError):
             return
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-        peer_pid = int.from_bytes(creds[:4], "little")
-        session = self.registry.open(peer_pid)
+        except OSError as exc:
+            if exc.errno in _ACCEPT_CONNECTION_ERRORS:
+                log.debug("session channel: accept: %s (that connection is lost)", exc)
+                return
+            self._accept_failed(exc)
+            return
+        if self._accept_failures:
+            log.warning("session channel: accepting again after %d failed accept() calls "
+                        "over %.2f s", self._accept_failures,
+                        time.monotonic() - self._accept_failing_since)
+            self._accept_failures = 0
         try:
-            conn.setblocking(True)
-            conn.settimeout(5.0)  # a client that stops reading must not stall this thread
-            channel.send_message(
-                conn,
-                {"protocol": channel.PROTOCOL_VERSION, "session": session.token,
-                 "sessionId": session.id},
-            )
-        except OSError:
-            conn.close()
-            self.registry.close(session)
-            return
-        self._selector.register(conn, selectors.EVENT_READ, (session, _Connection(conn)))
-        log.info("session %d opened by pid %d", session.id, peer_pid)
+            self._open(sock)
+        except Exception:  # e.g. out of memory opening the session
+            log.exception("session channel: cannot open a session: connection closed")
+            sock.close()
 
-    def _end(self, conn: socket.socket, session: Session) -> None:
-        _, connection = self._selector.get_key(conn).data
-        self._selector.unregister(conn)
+    def _accept_failed(self, exc: OSError) -> None:
+        """Stop polling the listener for a while (exponential backoff, the episode logged
+        once); pending clients wait in the listen queue meanwhile."""
+        now = time.monotonic()
+        if not self._accept_failures:
+            self._accept_failing_since = now
+            hint = (" (the fd limit: raise LimitNOFILE= or end sessions)"
+                    if exc.errno in (errno.EMFILE, errno.ENFILE) else "")
+            kind = "out of a resource" if exc.errno in _ACCEPT_RESOURCE_ERRORS else "unexpected"
+            log.error("session channel: accept() failed, %s: %s%s; new sessions wait, "
+                      "retrying every %.2f-%.1f s; open sessions are served meanwhile",
+                      kind, exc, hint, ACCEPT_BACKOFF_INITIAL, ACCEPT_BACKOFF_MAX)
+        self._accept_failures += 1
+        delay = min(ACCEPT_BACKOFF_MAX,
+                    ACCEPT_BACKOFF_INITIAL * 2 ** min(self._accept_failures - 1, 20))
+        self._selector.unregister(self._listener)
+        self._accept_resume = now + delay
+
+    def _open(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        pid, uid, gid = peer_credentials(sock)
+        if self.policy.restricted and not self.policy.allows(uid, peer_groups(sock, gid)):
+            reason = (f"uid {uid} gid {gid} may not use this driver (it serves only "
+                      "--allow-uid / --allow-gid)")
+            try:
+                sock.send(channel.encode_message({"returnCode": HDF_ERR_NOPERM,
+                                                  "reason": reason}))
+            except OSError:
+                pass
+            sock.close()
+            self._refusal_log(logging.WARNING, "session channel: refused pid %d: %s",
+                              pid, reason)
+            return
+        session = self.registry.open(pid)
+        connection = _Connection(sock, session, self.policy, self._request)
+        connection.send(channel.encode_message(
+            {"protocol": channel.PROTOCOL_VERSION, "session": session.token,
+             "sessionId": session.id}))
+        connection.events = selectors.EVENT_READ
+        self._selector.register(sock, connection.events, connection)
+        connection.registered = True
+        self._update(connection)
+        log.info("session %d opened by pid %d (uid %d)", session.id, pid, uid)
+
+    def _end(self, connection: _Connection) -> None:
+        if connection.registered:
+            connection.registered = False
+            self._selector.unregister(connection.sock)
         connection.end()
-        self.registry.close(session)
+        self.registry.close(connection.session)
 
-    def _serve(self, conn: socket.socket, session: Session) -> None:
+    def _serve(self, connection: _Connection) -> None:
+        session = connection.session
         try:
-            data, fds = channel.receive_packet(conn)
-            message = None
-            if data is not None and not data.startswith(channel.RUN):
-                message = channel.parse_message(data, fds)
+            data, fds = channel.receive_packet(connection.sock)
+        except (BlockingIOError, InterruptedError):
+            return
         except ValueError as exc:
             log.warning("session %d: malformed session-channel message: %s", session.id, exc)
-            self._reply(conn, session, {"seq": None, "returnCode": NNRT_INVALID_PARAMETER})
+            connection.send(channel.encode_message(
+                {"seq": None, "returnCode": NNRT_INVALID_PARAMETER}))
             return
         except OSError:
             data, fds = None, []
         if data is None:
-            self._end(conn, session)
+            self._end(connection)
             return
-        if message is None:
+        if data.startswith(channel.RUN):
             channel.close_fds(fds)
-            self._start_run(conn, session, data)
+            self._start_run(connection, data)
+            return
+        try:
+            message = channel.parse_message(data, fds)
+        except ValueError as exc:
+            log.warning("session %d: malformed session-channel message: %s", session.id, exc)
+            connection.send(channel.encode_message(
+                {"seq": None, "returnCode": NNRT_INVALID_PARAMETER}))
             return
         reply, out_fds = self._handle(session, message, fds)
-        self._reply(conn, session, reply, out_fds)
+        connection.send(channel.encode_message(reply), out_fds)
 
-    def _start_run(self, conn: socket.socket, session: Session, data: bytes) -> None:
+    def _start_run(self, connection: _Connection, data: bytes) -> None:
+        session = connection.session
         header = channel.RUN_REQUEST
         if len(data) < 1 + header.size:
-            log.warning("session %d: truncated Run packet", session.id)
+            log.warning("session %d: Run packet of %d bytes, shorter than its header (%d): "
+                        "refused", session.id, len(data), 1 + header.size)
+            connection.send(channel.encode_message(
+                {"seq": None, "returnCode": NNRT_INVALID_PARAMETER}))
             return
         seq, timeout_ms = header.unpack_from(data, 1)
         deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
-        _, connection = self._selector.get_key(conn).data
-        if self._intake_closed or not connection.begin_run():
-            log.warning("session %d: Run refused: the driver is stopping", session.id)
-            refused = pb.RunReply(returnCode=NNRT_OPERATION_FORBIDDEN).SerializeToString()
-            self._send_run_reply(connection, seq, refused)
+        state = "stopping" if self._intake_closed else connection.begin_run()
+        if state == "busy":
+            connection.busy_refused += 1
+            if connection.busy_refused == 1:
+                log.warning("session %d: %d Runs in flight (--max-runs-per-session): more are "
+                            "answered NNRT_DEVICE_BUSY", session.id,
+                            self.policy.max_runs_per_session)
+            self._send_run_reply(connection, seq, _BUSY)
             return
+        if state != "ok":
+            log.warning("session %d: Run refused: the driver is stopping", session.id)
+            self._send_run_reply(connection, seq, _FORBIDDEN)
+            return
+        if connection.busy_refused:
+            log.info("session %d: accepting Runs again (%d answered NNRT_DEVICE_BUSY)",
+                     session.id, connection.busy_refused)
+            connection.busy_refused = 0
         with self._runs_done:
             self._runs += 1
-        self._workers.submit(self._run, connection, session, seq, deadline,
-                             data[1 + header.size:])
+        try:
+            self._workers.submit(self._run, connection, seq, deadline, data[1 + header.size:])
+        except RuntimeError:  # the pool is shut down: the driver is stopping
+            self._run_finished(connection)
+            self._send_run_reply(connection, seq, _FORBIDDEN)
 
-    def _run(self, connection: _Connection, session: Session, seq: int, deadline: float | None,
+    def _run(self, connection: _Connection, seq: int, deadline: float | None,
              payload: bytes) -> None:
         try:
-            self._send_run_reply(connection, seq, self._run_handler(session, payload, deadline))
+            try:
+                reply = self._run_handler(connection.session, payload, deadline)
+            except Exception:  # the handler never raises; answer regardless
+                log.exception("session %d: Run failed unexpectedly", connection.session.id)
+                reply = _FAILED
+            self._send_run_reply(connection, seq, reply)
         finally:
-            connection.end_run()
-            with self._runs_done:
-                self._runs -= 1
-                self._runs_done.notify_all()
+            self._run_finished(connection)
+
+    def _run_finished(self, connection: _Connection) -> None:
+        connection.end_run()
+        with self._runs_done:
+            self._runs -= 1
+            self._runs_done.notify_all()
 
     @staticmethod
     def _send_run_reply(connection: _Connection, seq: int, reply: bytes) -> None:
-        try:
-            connection.sock.send(channel.RUN + channel.RUN_REPLY.pack(seq) + reply)
-        except OSError:
-            pass  # the client went away: its session ends (or has ended) on its own
-
-    def _reply(self, conn: socket.socket, session: Session, reply: dict[str, Any],
-               fds: Sequence[int] = ()) -> None:
-        try:
-            channel.send_message(conn, reply, fds)
-        except OSError as exc:
-            log.warning("session %d: cannot answer on the session channel: %s", session.id, exc)
-            self._end(conn, session)
-        finally:
-            channel.close_fds(fds)  # our duplicates; the client has its own now
+        connection.send(b"".join((channel.RUN, channel.RUN_REPLY.pack(seq), reply)))
 
     def _handle(self, session: Session, message: dict[str, Any],
                 fds: list[int]) -> tuple[dict[str, Any], list[int]]:
@@ -365,6 +706,14 @@ class SessionChannelServer:
         except DriverError as exc:
             log.warning("session %d: %s refused: %s", session.id, op, exc)
             return {"seq": seq, "returnCode": exc.code}, []
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
+                # E.g. the fd of a fetch cannot be duplicated: the driver is at its fd limit.
+                log.warning("session %d: %s refused: the driver is out of fds or memory: %s",
+                            session.id, op, exc)
+                return {"seq": seq, "returnCode": NNRT_OUT_OF_MEMORY}, []
+            log.exception("session %d: %s failed unexpectedly", session.id, op)
+            return {"seq": seq, "returnCode": NNRT_FAILED}, []
         except Exception:  # this thread serves every session: it must survive any request
             log.exception("session %d: %s failed unexpectedly", session.id, op)
             return {"seq": seq, "returnCode": NNRT_FAILED}, []

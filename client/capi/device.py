@@ -1,8 +1,9 @@
 """`OH_NNDevice_*`: the devices the runtime knows (capi.md 1.48–1.50).
 
 Every driver found in `NNRT_RUNTIME_DIR` is a device (nnrt.client.devices). Its ID is a
-hash of its name `<deviceName>_<vendorName>_v<major>_<minor>`, so it is stable across
-driver restarts and never 0; `0` stands for the first device of
+hash of its name `<deviceName>_<vendorName>_v<major>_<minor>` and of its driver's socket
+name, so two drivers of one kind are two devices, it is stable across driver restarts and
+never 0; `0` stands for the first device of
 `OH_NNDevice_GetAllDevicesID`'s order wherever an ID is accepted.
 """
 
@@ -78,7 +79,7 @@ def OH_NNDevice_GetType(deviceID: int) -> tuple[OH_NN_ReturnCode, OH_NN_DeviceTy
     if device is None:
         return OH_NN_INVALID_PARAMETER, None
     try:
-        reply = device.client().get_device_type()
+        reply = device.get_device_type()  # no session kept for a query
     except DriverGone as exc:
         log.warning("OH_NNDevice_GetType: device %s is gone: %s", device.name, exc)
         return OH_NN_CONNECTION_EXCEPTION, None

@@ -24,6 +24,13 @@ The index is written last and removed first, so an interrupted write leaves no i
 cache) rather than a half-written one; every file is written to a temporary name and
 renamed into place.
 
+The cache directory may be shared or hostile: a temporary file is created exclusively
+(`O_CREAT | O_EXCL | O_NOFOLLOW`, a random name: a name planted in advance, symlink or not,
+makes that attempt fail and another name is drawn, never a write through it), mode 0600
+(compiled models are the user's), and renamed over the final name (rename replaces a symlink
+there, it does not follow it). Reads do not follow a symlink either and take regular files
+only (`O_NOFOLLOW | O_NONBLOCK`: a FIFO planted there cannot block a Build).
+
 `pack` / `unpack` give the same content as one blob for ExportCacheToBuffer /
 ImportCacheFromBuffer: magic `NNRTCCH1`, uint32 index length, the index JSON, then the N
 files back to back.
@@ -31,9 +38,12 @@ files back to back.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import secrets
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -291,8 +301,7 @@ class CacheDir:
     def read_index(self) -> CacheIndex | None:
         """The verified index; None when there is none; CacheInvalid when it is unusable."""
         try:
-            with open(self.index_path, "rb") as f:
-                raw = f.read(MAX_INDEX_BYTES + 1)
+            raw = _read_file(self.index_path, MAX_INDEX_BYTES + 1)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -305,8 +314,7 @@ class CacheDir:
         for i in range(index.file_number):
             path = self.file_path(i)
             try:
-                with open(path, "rb") as f:
-                    data = f.read(index.sizes[i] + 1)  # one more byte shows a longer file
+                data = _read_file(path, index.sizes[i] + 1)  # one more byte: a longer file
             except OSError as exc:
                 raise CacheInvalid(f"cannot read {path}: {exc}") from exc
             files.append(data)
@@ -343,10 +351,37 @@ class CacheDir:
                     pass
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    temp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+FILE_MODE = 0o600
+
+
+def _read_file(path: Path, limit: int) -> bytes:
+    """Up to `limit` bytes of the regular file at `path`, not following a symlink."""
+    fd = os.open(path, _READ_FLAGS)
     try:
-        with open(temp, "wb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(limit)
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to a new 0600 file created exclusively at a random name beside `path`,
+    then rename it over `path`."""
+    for _ in range(100):
+        temp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(temp, _CREATE_FLAGS, FILE_MODE)
+            break
+        except FileExistsError:  # planted, or a 1-in-2^64 collision: draw again
+            continue
+    else:
+        raise FileExistsError(errno.EEXIST, "no free temporary name", str(path.parent))
+    try:
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(temp, path)
     except BaseException:

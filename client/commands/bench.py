@@ -1,8 +1,9 @@
-"""`nnrt bench`: latency and throughput of a saved model (client/model_file.py) on a device.
+"""`nnrt bench`: latency and throughput of a saved model (client/model_file.py) or an ONNX
+model (.onnx, imported as `nnrt run` does) on a device.
 
     $ nnrt bench mlp.nnrt --runs 1000 --concurrency 2
     model:       mlp.nnrt (3 nodes)
-    device:      nnrt-cpu_nnrt_v2_1 (ID 4268738628618916463, driver cpu)
+    device:      nnrt-cpu_nnrt_v2_1 (ID 4536084387933173364, driver cpu)
     inputs:      'x' float32 [4, 16] (random)
     prepare:     11.8 ms
     runs:        1000 in 0.52 s (+10 warmup), concurrency 2
@@ -50,9 +51,9 @@ JOIN_SLICE = 0.1  # s the main thread waits on the workers at a time
 
 def add_parser(sub) -> None:
     parser = sub.add_parser(
-        "bench", help="latency percentiles and throughput of a saved model",
-        description="Compile a saved model (.nnrt) on a device and run it repeatedly: latency "
-                    "percentiles and throughput.")
+        "bench", help="latency percentiles and throughput of a model (.nnrt or .onnx)",
+        description="Compile a model — a saved model (.nnrt) or an ONNX model (.onnx) — on a "
+                    "device and run it repeatedly: latency percentiles and throughput.")
     add_model_arguments(parser, inputs_required=False)
     amount = parser.add_mutually_exclusive_group()
     amount.add_argument("--runs", "-n", type=_positive_int,

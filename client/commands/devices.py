@@ -1,7 +1,7 @@
 """`nnrt devices`: one line per device, like `nvidia-smi -L`.
 
     ID                   NAME                  DRIVER  VENDOR  TYPE  STATUS     HDI  UPTIME  RESTARTS
-    4411942186718460871  nnrt-cpu_nnrt_v2_1    cpu     nnrt    CPU   available  2.1  5m03s   0
+    4536084387933173364  nnrt-cpu_nnrt_v2_1    cpu     nnrt    CPU   available  2.1  5m03s   0
 
 ID is the stable device ID of client/devices.py (the one OH_NNDevice_GetAllDevicesID gives),
 NAME the device name it is derived from. STATUS is the device's own (available, busy,

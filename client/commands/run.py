@@ -1,8 +1,9 @@
-"""`nnrt run`: compile a saved model (client/model_file.py) on a device and run it once.
+"""`nnrt run`: compile a saved model (client/model_file.py) or an ONNX model (imported by
+client/onnx_import.py when the file is named .onnx) on a device and run it once.
 
     $ nnrt run mlp.nnrt --input x.npy --output-dir out
     model:    mlp.nnrt (3 nodes)
-    device:   nnrt-cpu_nnrt_v2_1 (ID 4268738628618916463, driver cpu)
+    device:   nnrt-cpu_nnrt_v2_1 (ID 4536084387933173364, driver cpu)
     prepare:  11.8 ms   run: 0.91 ms
 
     KIND    NAME       DTYPE    SHAPE    FILE
@@ -72,9 +73,10 @@ class CommandError(Exception):
 
 def add_parser(sub) -> None:
     parser = sub.add_parser(
-        "run", help="compile a saved model and run it once on .npy inputs",
-        description="Compile a saved model (.nnrt, see client/model_file.py) on a device, run it "
-                    "once on .npy inputs and write each output as <output-dir>/<name>.npy.")
+        "run", help="compile a model (.nnrt or .onnx) and run it once on .npy inputs",
+        description="Compile a model — a saved model (.nnrt) or an ONNX model (.onnx, "
+                    "imported on the fly) — on a device, run it once on .npy inputs and write "
+                    "each output as <output-dir>/<name>.npy.")
     add_model_arguments(parser)
     parser.add_argument("--output-dir", type=Path, default=Path("."),
                         help="where the outputs are written (default: the current directory)")
@@ -83,7 +85,8 @@ def add_parser(sub) -> None:
 
 def add_model_arguments(parser: argparse.ArgumentParser, *, inputs_required: bool = True) -> None:
     """What `run` and `bench` share: the model, inputs, device and compilation options."""
-    parser.add_argument("model", type=Path, help="the saved model (.nnrt)")
+    parser.add_argument("model", type=Path,
+                        help="the model: a saved model (.nnrt) or an ONNX model (.onnx)")
     parser.add_argument("--input", "-i", dest="inputs", action="append", type=Path, default=[],
                         metavar="NPY", help="a .npy file per model input, in order"
                         + ("" if inputs_required else " (default: random inputs)"))
@@ -109,13 +112,33 @@ def _positive_int(text: str) -> int:
 # -- the model and its inputs ---------------------------------------------------------------
 
 
+ACCEPTED_FORMATS = "a saved model (.nnrt) or an ONNX model (.onnx)"
+
+
 def load_model(path: Path) -> LoweredModel:
+    """A saved model, or an ONNX model imported on the fly (client/onnx_import.py)."""
     try:
+        with open(path, "rb") as f:
+            head = f.read(len(model_file.MAGIC))
+        if head != model_file.MAGIC and path.suffix.lower() == ".onnx":
+            return _import_onnx(path)
         return model_file.load(path)
     except OSError as exc:
         raise CommandError(EXIT_USAGE, f"cannot read {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise CommandError(EXIT_USAGE, str(exc)) from None
+        raise CommandError(EXIT_USAGE, f"{exc} (accepted: {ACCEPTED_FORMATS})") from None
+
+
+def _import_onnx(path: Path) -> LoweredModel:
+    from nnrt.client.onnx_import import OnnxImportError, import_onnx  # noqa: PLC0415
+
+    try:
+        model = import_onnx(path)
+    except OnnxImportError as exc:
+        raise CommandError(EXIT_USAGE, f"{path}: {exc}") from None
+    lowered = model.handle.lowered()
+    model.close()  # the lowered graph stands on its own
+    return lowered
 
 
 def describe_io(desc: IODesc) -> str:

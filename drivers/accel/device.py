@@ -13,6 +13,7 @@ AllocateBuffer buffers and prepared weights count against it. Offline models
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from nnrt.server.graph import Graph, Shape, TensorSpec
 log = logging.getLogger(__name__)
 
 DRIVER_VERSION = "0.1.0"
+SWITCH_INTERVAL = 0.0005  # seconds (see AccelDevice.__init__)
 MAX_COST_SHAPES = 16  # distinct input shapes whose node durations a dynamic model keeps
 
 
@@ -127,6 +129,10 @@ class AccelDevice(Device):
             raise DeviceUnavailable(f"device specification: {exc}") from exc
         self.memory = MemoryBudget(self.spec.device_memory_bytes)
         self.queue = DeviceQueue(self.spec)
+        # The device changes hands between runs' threads at node boundaries: with Python's
+        # default 5 ms GIL switch interval a waking HIGH run could wait that long behind a
+        # thread running Python code, more than a node. 0.5 ms keeps the hand-over prompt.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         log.info("NPU simulator, spec %s (%s)", self.spec.identity,
                  spec_path or "the built-in default")
 

@@ -3,7 +3,12 @@
 Preparing creates every kernel (validation and planning), fixes the order of the steps,
 pre-binds the constants, works out after which step each intermediate can be dropped, and,
 when no input dimension is dynamic, infers every shape once and checks it against the
-declared tensor dims. A run then only walks the steps.
+declared tensor dims. A run then only walks the steps. Making the plan is linear in the
+graph (tests/test_hardening_budgets.py measures it).
+
+The memory a run will write (drivers/reference.py, `run_memory`) is checked against the
+model memory limit at prepare when the input shapes are static, else at each run for its
+concrete shapes before any kernel runs: NNRT_OUT_OF_MEMORY with the sizes beyond it.
 
 Each run borrows an arena from the plan's pool (`nnrt.drivers.cpu.arena`): the kernels
 write intermediates and keep scratch space (padded inputs, im2col matrices) there, reused
@@ -22,7 +27,7 @@ import numpy as np
 
 from nnrt.drivers.cpu.arena import ArenaPool
 from nnrt.drivers.cpu.kernel import Kernel, create_kernel
-from nnrt.drivers.reference import infer_graph_shapes
+from nnrt.drivers.reference import check_run_memory, infer_graph_shapes
 from nnrt.server.device import CancelCheck
 from nnrt.server.errors import NNRT_FAILED, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import DYNAMIC, Graph, Shape
@@ -42,8 +47,10 @@ class Step:
 
 
 class ExecutionPlan:
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, memory_limit: int | None = None) -> None:
+        """`memory_limit`: bytes a run may write (default: the process's model memory limit)."""
         self.graph = graph
+        self.memory_limit = memory_limit
         kernels = {i: create_kernel(graph.nodes[i]) for i in graph.execution_order}
         self.input_ids = tuple(t.index for t in graph.inputs)
         self.output_ids = tuple(t.index for t in graph.outputs)
@@ -53,14 +60,18 @@ class ExecutionPlan:
         for position, node_index in enumerate(graph.execution_order):
             for t in graph.nodes[node_index].inputs:
                 last_reader[t.index] = position
+        # Inverted once (tensor -> last step becomes step -> tensors): scanning every tensor
+        # at every step made prepare quadratic in the graph (16 000 nodes: seconds).
+        drops: dict[int, list[int]] = {}
+        for t, position in last_reader.items():
+            if t not in keep:
+                drops.setdefault(position, []).append(t)
         steps = []
         for position, node_index in enumerate(graph.execution_order):
             node = graph.nodes[node_index]
-            drop = tuple(sorted(
-                t for t, p in last_reader.items() if p == position and t not in keep
-            ))
             steps.append(Step(kernels[node_index], tuple(t.index for t in node.inputs),
-                              tuple(t.index for t in node.outputs), drop))
+                              tuple(t.index for t in node.outputs),
+                              tuple(sorted(drops.get(position, ())))))
         self.steps = tuple(steps)
         self._slots: list[np.ndarray | None] = [None] * len(graph.tensors)
         for index, constant in self.constants.items():
@@ -70,6 +81,7 @@ class ExecutionPlan:
         self.shapes: dict[int, Shape] | None = None
         if not self.dynamic:
             self.shapes = self.infer({t.index: t.shape for t in graph.inputs})
+            check_run_memory(graph, self.shapes, "prepare", memory_limit)
 
     def infer(self, input_shapes: dict[int, Shape]) -> dict[int, Shape]:
         """Shapes of every tensor for these input shapes; DriverError on a mismatch."""
@@ -90,7 +102,8 @@ class ExecutionPlan:
         for index, array in zip(self.input_ids, inputs):
             values[index] = array
         if self.dynamic:
-            self.infer({i: a.shape for i, a in zip(self.input_ids, inputs)})
+            shapes = self.infer({i: a.shape for i, a in zip(self.input_ids, inputs)})
+            check_run_memory(self.graph, shapes, "run", self.memory_limit)
         with self.arenas.use() as arena:
             for position, step in enumerate(self.steps):
                 if cancelled():

@@ -49,7 +49,7 @@ CONNECTION = capi.OH_NN_CONNECTION_EXCEPTION
 SAVE_CACHE = capi.OH_NN_SAVE_CACHE_EXCEPTION
 UNAVAILABLE = capi.OH_NN_UNAVAILABLE_DEVICE
 
-CPU_ID = device_id_of("nnrt-cpu_nnrt_v2_1")
+CPU_ID = device_id_of("nnrt-cpu_nnrt_v2_1", "cpu")
 FEATURE_ID = feature_id("feature")
 BARE_ID = feature_id("bare")
 X = np.arange(6, dtype=np.float32).reshape(2, 3)

@@ -20,7 +20,7 @@ FAILED = capi.OH_NN_FAILED
 INVALID = capi.OH_NN_INVALID_PARAMETER
 UNAVAILABLE = capi.OH_NN_UNAVAILABLE_DEVICE
 CPU_NAME = "nnrt-cpu_nnrt_v2_1"
-CPU_ID = device_id_of(CPU_NAME)
+CPU_ID = device_id_of(CPU_NAME, "cpu")  # the shared driver's socket name is its kind
 BAD_IDS = [12345, -1, 1 << 64, "0", None, 1.5]
 
 # socket name → (what it reports, the OH_NN_DeviceType expected)
@@ -143,10 +143,13 @@ def test_ids_are_stable_across_a_driver_crash(runtime_dir, monkeypatch) -> None:
         driver.stop()
 
 
-def test_ids_do_not_depend_on_the_socket_name(runtime_dir, monkeypatch) -> None:
+def test_ids_depend_on_the_socket_name(runtime_dir, monkeypatch) -> None:
+    """The same device served under another socket name is another driver instance."""
     driver = start_driver(runtime_dir, name="another-name")
     try:
         with use_runtime(monkeypatch, runtime_dir):
-            assert capi.OH_NNDevice_GetAllDevicesID() == (SUCCESS, [CPU_ID])
+            assert capi.OH_NNDevice_GetAllDevicesID() == \
+                (SUCCESS, [device_id_of(CPU_NAME, "another-name")])
+            assert device_id_of(CPU_NAME, "another-name") != CPU_ID
     finally:
         driver.stop()

@@ -27,7 +27,7 @@ from tests.conftest import start_driver, wait_until
 SUCCESS = capi.OH_NN_SUCCESS
 INVALID = capi.OH_NN_INVALID_PARAMETER
 NULL_PTR = capi.OH_NN_NULL_PTR
-CPU_ID = device_id_of("nnrt-cpu_nnrt_v2_1")
+CPU_ID = device_id_of("nnrt-cpu_nnrt_v2_1", "cpu")
 GIB = 1 << 30
 
 

@@ -118,7 +118,7 @@ def run_add(compilation, x: np.ndarray) -> np.ndarray:
 
 def feature_id(name: str = "feature") -> int:
     """The device ID of the feature driver whose socket name is `name`."""
-    return device_id_of(f"nnrt-{name}_nnrt_v2_1")
+    return device_id_of(f"nnrt-{name}_nnrt_v2_1", name)
 
 
 def _feature_device(name: str, features: set[str], failing: set[str]):

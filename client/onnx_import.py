@@ -1,0 +1,1455 @@
+"""ONNX import: an ONNX `ModelProto` (opset 13 and later) becomes a finished `nnrt.client.Model`,
+built through the same Pythonic builder an application uses (`Model.input`, `Model.op`, ...).
+
+    from nnrt.client.onnx_import import import_onnx
+    model = import_onnx("resnet.onnx")                   # or a ModelProto, or the bytes
+    with model.compile("cpu") as compiled:
+        y = compiled.run(x)                              # x in the ONNX layout (NCHW)
+
+Decisions:
+
+* **Layouts: tracked per tensor, transposes only where a layout really changes.** Every
+  tensor of the import is an nnrt operand together with a permutation `perm`: the operand
+  holds the ONNX value transposed by `perm` (None: as ONNX has it). The OH_NN spatial
+  operations (Conv2D, pooling, Resize, BatchNorm) take channels-last tensors, so their
+  inputs are asked for in `perm` (0, 2, 3, 1) (NHWC) and their results stay NHWC; operations
+  that do not care (element-wise unary and binary ones, Concat, Split, Softmax, reductions,
+  Squeeze, Pad, Slice, Transpose itself) work on whatever layout their inputs have, with
+  axes and constants permuted at import time. A tensor goes back to the ONNX layout only
+  where an operation needs it (Reshape, MatMul, Gather, ...) and at the model's outputs:
+  one Transpose, or a free Reshape when the permutation only moves dimensions of size 1
+  (a global pool's [N, C, 1, 1]). An ONNX Transpose costs nothing: it only changes the
+  recorded permutation. The model's inputs and outputs keep the ONNX layout and names the
+  user feeds and reads (tensors are not tagged NCHW: every tensor the device sees is in the
+  layout its operation expects).
+* **Constants and shape subgraphs are folded at import time.** Initializers and Constant
+  nodes stay numpy values until an operation needs them; a node whose inputs are all
+  constant is evaluated with onnx's reference evaluator, and Shape / Size of a tensor with
+  a static shape are constants — so Shape → Gather → Concat → Reshape chains become a
+  constant Reshape. A Shape of a tensor with a dynamic dimension is refused (fix the
+  dimension with `input_shapes=`).
+* **Shapes** come from onnx's shape inference (with data propagation) after `input_shapes`
+  is applied; a dynamic dimension is -1 (None for the model's inputs).
+* **Fusions** (exact rewrites only): BatchNormalization following a Conv with constant
+  weights, whose output nothing else reads, is folded into the Conv's weights and bias
+  (computed in float64, rounded once); a Relu (or Clip to [0, 6] / [0, inf)) that is the
+  sole reader of a Conv, Gemm, MatMul, Add, Sub, Mul or Div becomes that operation's fused
+  activation; a MatMul by a constant 2-D weight becomes a FullConnection, taking a
+  following Add of a constant [N] bias; Gelu's erf form x * 0.5 * (1 + Erf(x / sqrt 2))
+  (PyTorch's export) becomes one exact GELU.
+* **Anything else that cannot be mapped exactly is refused** with `OnnxImportError` naming
+  the node, the operator and why: an unknown operator or domain, an attribute the mapping
+  does not read (checked for every node), a value outside what the OH_NN operation
+  computes (e.g. AveragePool with count_include_pad and ceil_mode together, Resize cubic,
+  Pad "edge") — never an approximation.
+* Not imported (refused with that reason): LSTM/GRU/RNN, QuantizeLinear/DequantizeLinear
+  (QDQ int8), control flow (If/Loop/Scan), ONNX functions of non-default domains.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .api import _OH_TYPES, Model, Operand
+
+__all__ = [
+    "SUPPORTED_OPERATORS",
+    "IOInfo",
+    "OnnxImportError",
+    "describe_io",
+    "import_onnx",
+    "load_onnx",
+]
+
+log = logging.getLogger(__name__)
+
+MIN_OPSET = 13
+_NHWC = (0, 2, 3, 1)
+_SQRT2 = math.sqrt(2.0)
+_FUSE = {None: 0, "relu": 1, "relu6": 2}
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+class OnnxImportError(ValueError):
+    """An ONNX model (or one of its nodes) that the importer cannot map exactly."""
+
+    def __init__(self, reason: str, node: Any = None) -> None:
+        self.node_name = getattr(node, "name", "") if node is not None else ""
+        self.op_type = getattr(node, "op_type", "") if node is not None else ""
+        self.reason = reason
+        if node is not None:
+            where = f"node {self.node_name!r} ({self.op_type})" if self.node_name \
+                else f"a {self.op_type} node (output {list(node.output)[:1]})"
+            super().__init__(f"ONNX {where}: {reason}")
+        else:
+            super().__init__(f"ONNX model: {reason}")
+
+
+@dataclass(frozen=True)
+class IOInfo:
+    """An ONNX graph input or output: name, shape (an int, a dim_param name or None per
+    dimension) and onnxruntime's type string ("tensor(float)")."""
+
+    name: str
+    shape: list[int | str | None]
+    type: str
+    dtype: np.dtype
+
+
+# -- loading and describing ------------------------------------------------------------------
+
+
+def load_onnx(source: Any) -> Any:
+    """A ModelProto from a path, bytes or a ModelProto (external data beside the file)."""
+    import onnx
+
+    if isinstance(source, onnx.ModelProto):
+        return source
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        try:
+            return onnx.load_from_string(bytes(source))
+        except Exception as exc:  # DecodeError and friends
+            raise OnnxImportError(f"not a valid ONNX model: {exc}") from None
+    path = os.fspath(source)
+    try:
+        return onnx.load(path)
+    except OSError:
+        raise
+    except Exception as exc:
+        raise OnnxImportError(f"{path} is not a valid ONNX model: {exc}") from None
+
+
+def _type_string(elem_type: int) -> str:
+    import onnx
+
+    name = onnx.TensorProto.DataType.Name(elem_type).lower()
+    return "tensor(" + {"float": "float", "double": "double", "float16": "float16"}.get(
+        name, name) + ")"
+
+
+def describe_io(model: Any) -> tuple[list[IOInfo], list[IOInfo]]:
+    """The graph inputs (initializers excluded) and outputs of a ModelProto."""
+    from onnx import helper
+
+    initializers = {t.name for t in model.graph.initializer}
+
+    def info(v: Any) -> IOInfo:
+        t = v.type.tensor_type
+        dims: list[int | str | None] = []
+        if t.HasField("shape"):
+            for d in t.shape.dim:
+                dims.append(d.dim_value if d.HasField("dim_value") else
+                            (d.dim_param or None))
+        return IOInfo(v.name, dims, _type_string(t.elem_type),
+                      np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type)))
+
+    return ([info(v) for v in model.graph.input if v.name not in initializers],
+            [info(v) for v in model.graph.output])
+
+
+# -- the values of the import -----------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Value:
+    """One ONNX tensor during the import."""
+
+    shape: tuple[int, ...]  # ONNX layout, -1 where unknown
+    dtype: np.dtype
+    const: np.ndarray | None = None  # a constant, in the ONNX layout
+    operand: Operand | None = None  # the device tensor, transposed by `perm`
+    perm: tuple[int, ...] | None = None  # operand = onnx_value.transpose(perm); None: identity
+    views: dict[tuple[int, ...] | None, Operand] = field(default_factory=dict)
+
+
+class _Attrs:
+    """A node's attributes; records which were read, so unread ones can be refused."""
+
+    def __init__(self, node: Any) -> None:
+        from onnx import helper
+
+        self.node = node
+        self.values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        self.read: set[str] = set()
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self.read.add(name)
+        value = self.values.get(name, default)
+        if isinstance(value, bytes):
+            value = value.decode()
+        return value
+
+    def ints(self, name: str, default: Sequence[int] | None = None) -> list[int] | None:
+        value = self.get(name)
+        return list(default) if value is None and default is not None else (
+            None if value is None else [int(v) for v in value])
+
+    def unread(self) -> list[str]:
+        return sorted(set(self.values) - self.read)
+
+
+def _inverse(perm: Sequence[int]) -> tuple[int, ...]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+def _identity(perm: Sequence[int] | None) -> bool:
+    return perm is None or tuple(perm) == tuple(range(len(perm)))
+
+
+def _permuted(shape: Sequence[int], perm: Sequence[int] | None) -> tuple[int, ...]:
+    return tuple(shape) if perm is None else tuple(shape[p] for p in perm)
+
+
+def _moves_only_units(perm: Sequence[int], shape: Sequence[int]) -> bool:
+    """Whether transposing by `perm` keeps the element order (it moves only size-1 axes)."""
+    kept = [p for p in perm if shape[p] != 1]
+    return kept == sorted(kept)
+
+
+def _reshape_target(shape: Sequence[int]) -> list[int] | None:
+    """A Reshape target for a shape of at most one unknown dimension (else None)."""
+    if sum(d < 0 for d in shape) > 1:
+        return None
+    return [int(d) for d in shape]
+
+
+# -- the importer -------------------------------------------------------------------------------
+
+Handler = Callable[["_Importer", Any, _Attrs], None]
+_HANDLERS: dict[str, Handler] = {}
+
+
+def _handles(*op_types: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        for op_type in op_types:
+            _HANDLERS[op_type] = fn
+        return fn
+    return register
+
+
+_REFUSED = {
+    "LSTM": "LSTM is not imported yet (build it with Model.op('LSTM', ...))",
+    "GRU": "GRU has no OH_NN operation",
+    "RNN": "RNN has no OH_NN operation",
+    "QuantizeLinear": "QDQ int8 models are not imported yet",
+    "DequantizeLinear": "QDQ int8 models are not imported yet",
+    "QLinearConv": "quantised operators are not imported yet",
+    "QLinearMatMul": "quantised operators are not imported yet",
+    "If": "control flow has no OH_NN operation",
+    "Loop": "control flow has no OH_NN operation",
+    "Scan": "control flow has no OH_NN operation",
+}
+
+
+class _Importer:
+    def __init__(self, proto: Any, input_shapes: Mapping[str, Sequence[int | None]] | None,
+                 name_outputs: bool = True) -> None:
+        self.proto = proto
+        self.graph = proto.graph
+        self.input_shapes = dict(input_shapes or {})
+        self.name_outputs = name_outputs
+        self.values: dict[str, _Value] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.types: dict[str, np.dtype] = {}
+        self.skip: set[int] = set()  # ids of nodes fused into an earlier one
+        self.consumers: dict[str, list[Any]] = {}
+        self.outputs = {o.name for o in self.graph.output}
+        self.m = Model()
+        self.named: dict[int, str] = {}  # operand index -> the tensor name it was given
+
+    # -- shapes and values ----------------------------------------------------------------------
+
+    def infer(self) -> None:
+        import onnx
+        from onnx import helper, shape_inference
+
+        graph = self.graph
+        initializers = {t.name for t in graph.initializer}
+        for v in graph.input:
+            if v.name in initializers or v.name not in self.input_shapes:
+                continue
+            dims = self.input_shapes[v.name]
+            shape = v.type.tensor_type.shape
+            if len(shape.dim) and len(shape.dim) != len(dims):
+                raise OnnxImportError(f"input_shapes[{v.name!r}] has rank {len(dims)}, the "
+                                      f"input has rank {len(shape.dim)}")
+            del shape.dim[:]
+            for d in dims:
+                dim = shape.dim.add()
+                if d is None or int(d) < 0:
+                    dim.dim_param = "dynamic"
+                else:
+                    dim.dim_value = int(d)
+        unknown = set(self.input_shapes) - {v.name for v in graph.input}
+        if unknown:
+            raise OnnxImportError(f"input_shapes names no input of the model: {sorted(unknown)}")
+        # Recorded intermediate shapes may be stale (an input made dynamic afterwards):
+        # inference starts again from the inputs.
+        del graph.value_info[:]
+        try:
+            inferred = shape_inference.infer_shapes(self.proto, strict_mode=False,
+                                                    data_prop=True)
+        except Exception as exc:  # onnx's InferenceError
+            raise OnnxImportError(f"shape inference failed: {exc}") from None
+        for v in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+            t = v.type.tensor_type
+            if not v.type.HasField("tensor_type"):
+                continue
+            if t.elem_type:
+                self.types[v.name] = np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type))
+            if t.HasField("shape"):
+                self.shapes[v.name] = tuple(d.dim_value if d.HasField("dim_value") and
+                                            d.dim_value > 0 else -1 for d in t.shape.dim)
+        for t in graph.initializer:
+            array = onnx.numpy_helper.to_array(t)
+            self.values[t.name] = _Value(tuple(array.shape), array.dtype, const=array)
+        for node in graph.node:
+            for name in node.input:
+                if name:
+                    self.consumers.setdefault(name, []).append(node)
+
+    def shape(self, name: str, node: Any) -> tuple[int, ...]:
+        if name in self.values:
+            return self.values[name].shape
+        if name not in self.shapes:
+            raise OnnxImportError(f"the shape of {name!r} is unknown (shape inference could "
+                                  f"not work it out; fix the inputs' shapes with input_shapes=)",
+                                  node)
+        return self.shapes[name]
+
+    def dtype(self, name: str, node: Any) -> np.dtype:
+        if name in self.values:
+            return self.values[name].dtype
+        if name not in self.types:
+            raise OnnxImportError(f"the element type of {name!r} is unknown", node)
+        return self.types[name]
+
+    def get(self, node: Any, k: int) -> _Value | None:
+        if k >= len(node.input) or not node.input[k]:
+            return None
+        name = node.input[k]
+        if name not in self.values:
+            raise OnnxImportError(f"input {name!r} is produced by no node before it", node)
+        return self.values[name]
+
+    def need(self, node: Any, k: int) -> _Value:
+        v = self.get(node, k)
+        if v is None:
+            raise OnnxImportError(f"input {k} is missing", node)
+        return v
+
+    def const(self, node: Any, k: int, what: str) -> np.ndarray | None:
+        v = self.get(node, k)
+        if v is None:
+            return None
+        if v.const is None:
+            raise OnnxImportError(f"{what} (input {k}) must be a constant (or computable "
+                                  f"from constants and static shapes)", node)
+        return v.const
+
+    def sole_consumer(self, name: str) -> Any | None:
+        users = self.consumers.get(name, [])
+        if name in self.outputs or len(users) != 1 or id(users[0]) in self.skip:
+            return None
+        return users[0]
+
+    # -- operands in a layout -----------------------------------------------------------------
+
+    def view(self, v: _Value, perm: tuple[int, ...] | None = None) -> Operand:
+        """v's operand holding the ONNX value transposed by `perm` (None: the ONNX layout)."""
+        if perm is not None and _identity(perm):
+            perm = None
+        if perm in v.views:
+            return v.views[perm]
+        if v.const is not None:
+            data = v.const if perm is None else np.ascontiguousarray(v.const.transpose(perm))
+            operand = self.m.constant(data)
+        elif (v.perm or None) == perm:
+            operand = v.operand
+        else:
+            src = v.perm if not _identity(v.perm) else tuple(range(len(v.shape)))
+            dst = perm if perm is not None else tuple(range(len(v.shape)))
+            step = tuple(_inverse(src)[d] for d in dst)  # operand.transpose(step) = target
+            target = _permuted(v.shape, perm)
+            phys = _permuted(v.shape, v.perm)
+            reshape = _reshape_target(target)
+            if _moves_only_units(step, phys) and reshape is not None:
+                operand = self.m.op("RESHAPE", v.operand, np.asarray(reshape, np.int64),
+                                    shape=target)
+            else:
+                operand = self.m.op("TRANSPOSE", v.operand, np.asarray(step, np.int64),
+                                    shape=target)
+        v.views[perm] = operand
+        return operand
+
+    def put(self, name: str, operand: Operand, perm: tuple[int, ...] | None, node: Any,
+            dtype: np.dtype | None = None) -> None:
+        shape = self.shapes.get(name)
+        if shape is None:  # not inferred: the operand's, back in the ONNX layout
+            shape = _permuted(operand.shape, None if perm is None else _inverse(perm))
+        if perm is not None and _identity(perm):
+            perm = None
+        v = _Value(shape, dtype if dtype is not None else operand.dtype, operand=operand,
+                   perm=perm)
+        v.views[perm] = operand
+        self.values[name] = v
+
+    def names(self, out: str, perm: tuple[int, ...] | None) -> list[str] | None:
+        """The tensor name for a result that is a graph output and already in ONNX layout."""
+        if self.name_outputs and out in self.outputs and _identity(perm):
+            return [out]
+        return None
+
+    def op(self, node: Any, op_type: str, inputs: Sequence[Any], out: str,
+           perm: tuple[int, ...] | None = None, *, dtype: np.dtype | None = None,
+           **params: Any) -> Operand:
+        """One OH_NN operation whose result is the ONNX tensor `out` held in layout `perm`."""
+        shape = _permuted(self.shape(out, node), perm)
+        out_dtype = dtype if dtype is not None else self.dtype(out, node)
+        try:
+            result = self.m.op(op_type, *inputs, shape=shape, dtype=out_dtype,
+                               names=self.names(out, perm), **params)
+        except Exception as exc:  # NNRtError, TypeError: what the builder refused
+            raise OnnxImportError(f"the OH_NN {op_type} operation was refused: {exc}",
+                                  node) from None
+        if self.names(out, perm):
+            self.named[result.index] = out
+        self.put(out, result, perm, node, out_dtype)
+        return result
+
+    def alias(self, name: str, v: _Value) -> None:
+        self.values[name] = v
+
+    # -- fusion helpers -------------------------------------------------------------------------
+
+    def fused_activation(self, out: str) -> tuple[str | None, str]:
+        """("relu" / "relu6" / None, the ONNX name the result then has)."""
+        user = self.sole_consumer(out)
+        if user is None or user.domain not in ("", "ai.onnx"):
+            return None, out
+        kind = None
+        if user.op_type == "Relu":
+            kind = "relu"
+        elif user.op_type == "Clip" and user.input[0] == out and not user.attribute:
+            low = self._maybe_const(user, 1)
+            high = self._maybe_const(user, 2)
+            if low is not False and high is not False:
+                lo = None if low is None else float(np.asarray(low).reshape(-1)[0])
+                hi = None if high is None else float(np.asarray(high).reshape(-1)[0])
+                if lo == 0.0 and hi == 6.0:
+                    kind = "relu6"
+                elif lo == 0.0 and (hi is None or hi == math.inf):
+                    kind = "relu"
+        if kind is None:
+            return None, out
+        self.skip.add(id(user))
+        return kind, user.output[0]
+
+    def _maybe_const(self, node: Any, k: int) -> np.ndarray | None | bool:
+        """A constant input, None when absent, False when it is not constant."""
+        if k >= len(node.input) or not node.input[k]:
+            return None
+        v = self.values.get(node.input[k])
+        return False if v is None or v.const is None else v.const
+
+    # -- the walk -------------------------------------------------------------------------------
+
+    def run(self) -> Model:
+        self.infer()
+        initializers = {t.name for t in self.graph.initializer}
+        for v in self.graph.input:
+            if v.name in initializers:
+                continue
+            t = v.type.tensor_type
+            dtype = self.types.get(v.name)
+            if dtype is None or not t.HasField("shape"):
+                raise OnnxImportError(f"input {v.name!r} has no tensor type or shape")
+            if dtype not in _OH_TYPES:
+                raise OnnxImportError(f"input {v.name!r}: element type {dtype} has no "
+                                      f"OH_NN data type")
+            shape = self.shapes[v.name]
+            if not shape:  # rank 0: OH_NN tensors have a shape; the model takes [1]
+                operand = self.m.input([1], dtype, name=v.name)
+                operand = self.m.op("RESHAPE", operand, np.zeros(0, np.int64), shape=(),
+                                    dtype=dtype)
+            else:
+                operand = self.m.input([None if d < 0 else d for d in shape], dtype,
+                                       name=v.name)
+            self.values[v.name] = _Value(shape, dtype, operand=operand, views={None: operand})
+        for node in self.graph.node:
+            if id(node) in self.skip:
+                continue
+            self.node(node)
+        outs = []
+        named: set[int] = set()
+        for o in self.graph.output:
+            v = self.values.get(o.name)
+            if v is None:
+                raise OnnxImportError(f"output {o.name!r} is produced by no node")
+            operand = self.view(v) if v.const is None else self.m.constant(v.const)
+            if not operand.shape or (self.name_outputs and (
+                    operand.index in named or v.const is not None or
+                    not self._named(operand, o.name))):
+                # rank 0: [1] (an OH_NN tensor has a shape; InferenceSession gives () back)
+                target = [1] if not operand.shape else _reshape_target(operand.shape)
+                if target is None:
+                    raise OnnxImportError(f"output {o.name!r}: cannot name a copy of a "
+                                          f"tensor with several dynamic dimensions")
+                operand = self.m.op("RESHAPE", operand, np.asarray(target, np.int64),
+                                    shape=tuple(target),
+                                    names=[o.name] if self.name_outputs else None)
+            named.add(operand.index)
+            outs.append(operand)
+        self.m.outputs(*outs)
+        return self.m
+
+    def _named(self, operand: Operand, name: str) -> bool:
+        return self.named.get(operand.index) == name
+
+    def node(self, node: Any) -> None:
+        if node.domain not in ("", "ai.onnx"):
+            raise OnnxImportError(f"operator domain {node.domain!r} is not supported "
+                                  f"(only the default ONNX domain)", node)
+        if node.op_type in _REFUSED:
+            raise OnnxImportError(_REFUSED[node.op_type], node)
+        attrs = _Attrs(node)
+        if self.fold(node, attrs):
+            return
+        handler = _HANDLERS.get(node.op_type)
+        if handler is None:
+            raise OnnxImportError(f"operator {node.op_type} is not supported by the nnrt "
+                                  f"importer (see SUPPORTED_OPERATORS)", node)
+        handler(self, node, attrs)
+        unread = attrs.unread()
+        if unread:
+            raise OnnxImportError(f"attribute(s) {unread} are not supported", node)
+
+    # -- constant folding ---------------------------------------------------------------------
+
+    def fold(self, node: Any, attrs: _Attrs) -> bool:
+        """Evaluate a node at import time when its result does not depend on the inputs."""
+        if node.op_type in ("Shape", "Size"):
+            v = self.need(node, 0)
+            if any(d < 0 for d in v.shape):
+                raise OnnxImportError(f"{node.op_type} of {node.input[0]!r}, whose shape "
+                                      f"{list(v.shape)} has dynamic dimensions: give fixed "
+                                      f"dimensions with input_shapes=", node)
+            if node.op_type == "Size":
+                self.values[node.output[0]] = _Value((), np.dtype(np.int64),
+                                                     const=np.asarray(math.prod(v.shape),
+                                                                      np.int64))
+                return True
+            start, end = attrs.get("start", 0), attrs.get("end", None)
+            dims = np.asarray(v.shape, np.int64)[slice(start, end)]
+            self.values[node.output[0]] = _Value(tuple(dims.shape), dims.dtype, const=dims)
+            return True
+        if node.op_type in ("RandomNormal", "RandomUniform", "RandomNormalLike",
+                            "RandomUniformLike", "Multinomial", "Bernoulli"):
+            return False
+        inputs = [self.values.get(n) if n else None for n in node.input]
+        if any(n and (v is None or v.const is None) for n, v in zip(node.input, inputs)):
+            return False
+        if node.op_type in _REFUSED or node.op_type in ("If", "Loop", "Scan"):
+            return False
+        from onnx import helper
+        from onnx.reference import ReferenceEvaluator
+
+        names = [n for n in node.input if n]
+        feeds = {n: self.values[n].const for n in names}
+        graph = helper.make_graph(
+            [node], "fold",
+            [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+             for n, a in feeds.items()],
+            [helper.make_tensor_value_info(o, 0, None) for o in node.output if o])
+        opsets = [helper.make_opsetid(o.domain, o.version) for o in self.proto.opset_import]
+        try:
+            results = ReferenceEvaluator(helper.make_model(graph, opset_imports=opsets)).run(
+                None, feeds)
+        except Exception as exc:
+            raise OnnxImportError(f"could not evaluate this constant node: {exc}", node) \
+                from None
+        for name, value in zip([o for o in node.output if o], results):
+            array = np.asarray(value)
+            self.values[name] = _Value(tuple(array.shape), array.dtype, const=array)
+        return True
+
+
+# -- operator handlers ---------------------------------------------------------------------------
+
+
+def _axis(axis: int, rank: int, node: Any) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise OnnxImportError(f"axis {axis} is outside a rank-{rank} tensor", node)
+    return axis % rank if rank else 0
+
+
+def _physical_axis(axis: int, perm: tuple[int, ...] | None) -> int:
+    return axis if perm is None else perm.index(axis)
+
+
+@_handles("Identity", "Dropout")
+def _identity_op(im: _Importer, node: Any, a: _Attrs) -> None:
+    a.get("seed")
+    if node.op_type == "Dropout":
+        training = im._maybe_const(node, 2)
+        if training is False or (training is not None and bool(np.asarray(training))):
+            raise OnnxImportError("training mode (a non-constant or true training_mode) "
+                                  "is not inference", node)
+        if len(node.output) > 1 and node.output[1] and node.output[1] in im.consumers:
+            raise OnnxImportError("the mask output is not computed", node)
+    im.alias(node.output[0], im.need(node, 0))
+
+
+# unary element-wise: same shape, layout-agnostic
+_UNARY = {"Relu": "RELU", "Sigmoid": "SIGMOID", "Tanh": "TANH", "HardSwish": "HSWISH",
+          "Erf": "ERF", "Sqrt": "SQRT", "Exp": "EXP", "Log": "LOG", "Abs": "ABS", "Neg": "NEG",
+          "Reciprocal": "RECIPROCAL", "Floor": "FLOOR", "Ceil": "CEIL", "Round": "ROUND",
+          "Sin": "SIN", "Cos": "COS", "Not": "LOGICAL_NOT"}
+
+
+@_handles(*_UNARY)
+def _unary(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    im.op(node, _UNARY[node.op_type], [im.view(x, x.perm)], node.output[0], x.perm)
+
+
+@_handles("LeakyRelu")
+def _leaky_relu(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    im.op(node, "LEAKY_RELU", [im.view(x, x.perm)], node.output[0], x.perm,
+          alpha=float(a.get("alpha", 0.01)))
+
+
+@_handles("Gelu")
+def _gelu(im: _Importer, node: Any, a: _Attrs) -> None:
+    approximate = a.get("approximate", "none")
+    if approximate not in ("none", "tanh"):
+        raise OnnxImportError(f"approximate {approximate!r} is not 'none' or 'tanh'", node)
+    x = im.need(node, 0)
+    im.op(node, "GELU", [im.view(x, x.perm)], node.output[0], x.perm,
+          approximate=approximate == "tanh")
+
+
+@_handles("Clip")
+def _clip(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    low = im.const(node, 1, "min")
+    high = im.const(node, 2, "max")
+    lo = None if low is None else float(np.asarray(low).reshape(-1)[0])
+    hi = None if high is None else float(np.asarray(high).reshape(-1)[0])
+    operand = im.view(x, x.perm)
+    if lo == 0.0 and hi == 6.0:
+        im.op(node, "RELU6", [operand], node.output[0], x.perm)
+    elif lo == 0.0 and hi is None and x.dtype.kind == "f":
+        im.op(node, "RELU", [operand], node.output[0], x.perm)
+    else:
+        im.op(node, "CLIP", [operand], node.output[0], x.perm, min=lo, max=hi)
+
+
+@_handles("HardSigmoid")
+def _hard_sigmoid(im: _Importer, node: Any, a: _Attrs) -> None:
+    """max(0, min(1, alpha * x + beta)) as Mul, Add, Clip (exact, no approximation)."""
+    x = im.need(node, 0)
+    alpha, beta = float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))
+    shape = _permuted(x.shape, x.perm)
+    t = im.m.op("MUL", im.view(x, x.perm), np.asarray(alpha, x.dtype), shape=shape)
+    t = im.m.op("ADD", t, np.asarray(beta, x.dtype), shape=shape)
+    im.op(node, "CLIP", [t], node.output[0], x.perm, min=0.0, max=1.0)
+
+
+_BINARY = {"Add": "ADD", "Sub": "SUB", "Mul": "MUL", "Div": "DIV", "Pow": "POW",
+           "Max": "MAXIMUM", "Min": "MINIMUM", "Equal": "EQUAL", "Less": "LESS",
+           "Greater": "GREATER", "LessOrEqual": "LESS_EQUAL", "GreaterOrEqual": "GREATER_EQUAL",
+           "And": "LOGICAL_AND", "Or": "LOGICAL_OR"}
+_FUSABLE = {"Add", "Sub", "Mul", "Div"}
+
+
+def _common_perm(values: Sequence[_Value], rank: int) -> tuple[int, ...] | None:
+    """The layout shared by every non-constant input of full rank (None: the ONNX one)."""
+    perms = {v.perm for v in values if v.const is None}
+    if len(perms) != 1:
+        return None
+    (perm,) = perms
+    if perm is None or any(v.const is None and len(v.shape) != rank for v in values):
+        return None
+    return perm
+
+
+def _operands_in(im: _Importer, values: Sequence[_Value], perm: tuple[int, ...] | None,
+                 rank: int) -> list[Operand]:
+    operands = []
+    for v in values:
+        if v.const is not None and perm is not None:
+            c = v.const.reshape((1,) * (rank - v.const.ndim) + v.const.shape)
+            operands.append(im.m.constant(np.ascontiguousarray(c.transpose(perm))))
+        else:
+            operands.append(im.view(v, perm))
+    return operands
+
+
+@_handles(*_BINARY)
+def _binary(im: _Importer, node: Any, a: _Attrs) -> None:
+    if node.op_type in ("Max", "Min") and len(node.input) != 2:
+        raise OnnxImportError(f"{node.op_type} of {len(node.input)} inputs (only 2)", node)
+    x, y = im.need(node, 0), im.need(node, 1)
+    out = node.output[0]
+    rank = len(im.shape(out, node))
+    perm = _common_perm([x, y], rank)
+    operands = _operands_in(im, [x, y], perm, rank)
+    if node.op_type == "Pow":
+        if y.dtype != x.dtype:
+            operands[1] = im.m.constant(np.asarray(y.const, x.dtype)) if y.const is not None \
+                else operands[1]
+        im.op(node, "POW", operands, out, perm, scale=1.0, shift=0.0)
+        return
+    if x.dtype != y.dtype:
+        raise OnnxImportError(f"operands of different types ({x.dtype}, {y.dtype})", node)
+    if node.op_type in _FUSABLE:
+        if _gelu_pattern(im, node, x, y):
+            return
+        activation, out = im.fused_activation(out)
+        im.op(node, _BINARY[node.op_type], operands, out, perm,
+              activationType=_FUSE[activation])
+    else:
+        im.op(node, _BINARY[node.op_type], operands, out, perm)
+
+
+def _scalar(v: _Value | None) -> float | None:
+    if v is None or v.const is None or v.const.size != 1:
+        return None
+    return float(v.const.reshape(-1)[0])
+
+
+def _gelu_pattern(im: _Importer, node: Any, x: _Value, y: _Value) -> bool:
+    """x / sqrt2 (or x * 1/sqrt2) → Erf → + 1 → * x → * 0.5 (the last two in either order,
+    or * 0.5 first): PyTorch's export of the exact GELU. One GELU node when it matches."""
+    if node.op_type not in ("Div", "Mul"):
+        return False
+    c = _scalar(y)
+    if c is None or x.const is not None:
+        return False
+    if not (node.op_type == "Div" and abs(c - _SQRT2) < 1e-6 or
+            node.op_type == "Mul" and abs(c - 1 / _SQRT2) < 1e-6):
+        return False
+    source = node.input[0]
+    erf = im.sole_consumer(node.output[0])
+    if erf is None or erf.op_type != "Erf":
+        return False
+    add = im.sole_consumer(erf.output[0])
+    if add is None or add.op_type != "Add":
+        return False
+    one = im.values.get(add.input[1] if add.input[0] == erf.output[0] else add.input[0])
+    if _scalar(one) != 1.0:
+        return False
+    first = im.sole_consumer(add.output[0])
+    if first is None or first.op_type != "Mul":
+        return False
+    other = first.input[1] if first.input[0] == add.output[0] else first.input[0]
+    chain = [erf, add, first]
+    if other == source:  # (1 + erf) * x, then * 0.5
+        second = im.sole_consumer(first.output[0])
+        if second is None or second.op_type != "Mul":
+            return False
+        half = second.input[1] if second.input[0] == first.output[0] else second.input[0]
+        if _scalar(im.values.get(half)) != 0.5:
+            return False
+        chain.append(second)
+    elif _scalar(im.values.get(other)) == 0.5:  # (1 + erf) * 0.5, then * x
+        second = im.sole_consumer(first.output[0])
+        if second is None or second.op_type != "Mul":
+            return False
+        xs = second.input[1] if second.input[0] == first.output[0] else second.input[0]
+        if xs != source:
+            return False
+        chain.append(second)
+    else:
+        return False
+    for n in chain:
+        im.skip.add(id(n))
+    im.op(node, "GELU", [im.view(x, x.perm)], chain[-1].output[0], x.perm, approximate=False)
+    return True
+
+
+@_handles("Where")
+def _where(im: _Importer, node: Any, a: _Attrs) -> None:
+    values = [im.need(node, k) for k in range(3)]
+    out = node.output[0]
+    rank = len(im.shape(out, node))
+    perm = _common_perm(values, rank)
+    im.op(node, "WHERE", _operands_in(im, values, perm, rank), out, perm)
+
+
+@_handles("Cast")
+def _cast(im: _Importer, node: Any, a: _Attrs) -> None:
+    from onnx import helper
+
+    a.get("saturate")
+    target = np.dtype(helper.tensor_dtype_to_np_dtype(int(a.get("to"))))
+    if target not in _OH_TYPES:
+        raise OnnxImportError(f"target type {target} has no OH_NN data type", node)
+    x = im.need(node, 0)
+    if target == x.dtype:
+        im.alias(node.output[0], x)
+        return
+    im.op(node, "CAST", [im.view(x, x.perm), np.asarray([int(_OH_TYPES[target])], np.int32)],
+          node.output[0], x.perm, dtype=target)
+
+
+# -- convolution, pooling, resize, batch norm (NHWC) ----------------------------------------------
+
+
+def _spatial_pads(im: _Importer, node: Any, a: _Attrs, hw: Sequence[int],
+                  kernel: Sequence[int], strides: Sequence[int],
+                  dilations: Sequence[int]) -> list[int] | None:
+    """[top, bottom, left, right], or None for the device's SAME (TensorFlow's SAME_UPPER)."""
+    auto = a.get("auto_pad", "NOTSET")
+    pads = a.ints("pads")
+    if auto == "NOTSET":
+        pads = pads if pads is not None else [0, 0, 0, 0]
+        if len(pads) != 4:
+            raise OnnxImportError(f"pads {pads} do not have 4 entries (2-D)", node)
+        if min(pads) < 0:
+            raise OnnxImportError(f"negative pads {pads}", node)
+        return [pads[0], pads[2], pads[1], pads[3]]
+    if auto == "VALID":
+        return [0, 0, 0, 0]
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise OnnxImportError(f"auto_pad {auto!r} is not NOTSET, VALID, SAME_UPPER or "
+                              f"SAME_LOWER", node)
+    if any(d < 0 for d in hw):
+        if auto == "SAME_UPPER":
+            return None
+        raise OnnxImportError("auto_pad SAME_LOWER on a dynamic spatial size", node)
+    out = []
+    for size, k, s, d in zip(hw, kernel, strides, dilations):
+        total = max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+        small, large = total // 2, total - total // 2
+        out.extend([small, large] if auto == "SAME_UPPER" else [large, small])
+    return out
+
+
+def _conv_params(pads: list[int] | None, key: str = "padList") -> dict[str, Any]:
+    return {"padMode": 0} if pads is None else {key: pads}
+
+
+@_handles("Conv")
+def _conv(im: _Importer, node: Any, a: _Attrs) -> None:
+    x, w = im.need(node, 0), im.need(node, 1)
+    b = im.get(node, 2)
+    if len(x.shape) != 4:
+        raise OnnxImportError(f"only 2-D convolutions are imported (input rank "
+                              f"{len(x.shape)}, not 4)", node)
+    if len(w.shape) != 4:
+        raise OnnxImportError(f"weight rank {len(w.shape)}, not 4", node)
+    out_c, group_c, kh, kw = w.shape
+    group = int(a.get("group", 1))
+    kernel = a.ints("kernel_shape", [kh, kw])
+    if list(kernel) != [kh, kw]:
+        raise OnnxImportError(f"kernel_shape {kernel} disagrees with the weight's {[kh, kw]}",
+                              node)
+    strides = a.ints("strides", [1, 1])
+    dilations = a.ints("dilations", [1, 1])
+    pads = _spatial_pads(im, node, a, x.shape[2:], kernel, strides, dilations)
+    out = node.output[0]
+    weight = w.const
+    bias = b.const if b is not None else None
+    # BatchNormalization reading only this Conv: folded into its weight and bias.
+    bn = im.sole_consumer(out)
+    if bn is not None and bn.op_type == "BatchNormalization" and bn.input[0] == out \
+            and weight is not None and (b is None or bias is not None):
+        bn_attrs = _Attrs(bn)
+        params = [im._maybe_const(bn, k) for k in range(1, 5)]
+        if all(isinstance(p, np.ndarray) for p in params) and \
+                not bn_attrs.get("training_mode", 0) and len([o for o in bn.output if o]) == 1:
+            eps = float(bn_attrs.get("epsilon", 1e-5))
+            bn_attrs.get("momentum")
+            if not bn_attrs.unread():
+                scale, shift, mean, var = (np.asarray(p, np.float64) for p in params)
+                factor = scale / np.sqrt(var + eps)
+                folded_bias = (np.zeros(out_c) if bias is None else bias.astype(np.float64))
+                weight = (weight.astype(np.float64) * factor[:, None, None, None]).astype(
+                    w.dtype)
+                bias = ((folded_bias - mean) * factor + shift).astype(w.dtype)
+                im.skip.add(id(bn))
+                out = bn.output[0]
+    activation, out = im.fused_activation(out)
+    if weight is not None:
+        w_op = im.m.constant(np.ascontiguousarray(weight.transpose(0, 2, 3, 1)))
+    else:
+        w_op = im.view(w, _NHWC)
+    if bias is not None:
+        b_op = im.m.constant(np.ascontiguousarray(bias))
+    elif b is not None:
+        b_op = im.view(b)
+    else:
+        b_op = im.m.constant(np.zeros(out_c, x.dtype))
+    if x.shape[1] >= 0 and x.shape[1] != group * group_c:
+        raise OnnxImportError(f"input has {x.shape[1]} channels, weight and group {group} "
+                              f"need {group * group_c}", node)
+    im.op(node, "CONV2D", [im.view(x, _NHWC), w_op, b_op], out, _NHWC, stride=strides,
+          dilation=dilations, group=group, activationType=_FUSE[activation],
+          **_conv_params(pads))
+
+
+@_handles("MaxPool", "AveragePool")
+def _pool(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    if len(x.shape) != 4:
+        raise OnnxImportError(f"only 2-D pooling is imported (input rank {len(x.shape)})",
+                              node)
+    if len([o for o in node.output if o]) > 1:
+        raise OnnxImportError("the Indices output is not computed", node)
+    kernel = a.ints("kernel_shape")
+    if kernel is None or len(kernel) != 2:
+        raise OnnxImportError(f"kernel_shape {kernel} is not 2-D", node)
+    strides = a.ints("strides", [1, 1])
+    dilations = a.ints("dilations", [1, 1])
+    if dilations != [1, 1]:
+        raise OnnxImportError(f"dilations {dilations}: pooling has no dilation in OH_NN", node)
+    ceil = int(a.get("ceil_mode", 0))
+    if node.op_type == "MaxPool":
+        a.get("storage_order")  # only shapes the Indices output, refused above
+    pads = _spatial_pads(im, node, a, x.shape[2:], kernel, strides, dilations)
+    source = im.view(x, _NHWC)
+    if node.op_type == "AveragePool" and int(a.get("count_include_pad", 0)) and \
+            (pads is None or any(pads)):
+        if ceil:
+            raise OnnxImportError("count_include_pad with ceil_mode: windows past the "
+                                  "padding have no exact OH_NN form", node)
+        if pads is None:
+            raise OnnxImportError("count_include_pad with auto_pad SAME on a dynamic size",
+                                  node)
+        # The padding counts: pad with zeros first, then pool without padding.
+        padded = [x.shape[0], x.shape[2] + pads[0] + pads[1] if x.shape[2] >= 0 else -1,
+                  x.shape[3] + pads[2] + pads[3] if x.shape[3] >= 0 else -1, x.shape[1]]
+        source = im.m.op("PAD", source, np.asarray([[0, 0], pads[0:2], pads[2:4], [0, 0]],
+                                                   np.int64),
+                         constantValue=0.0, paddingMode=0, shape=padded)
+        pads = [0, 0, 0, 0]
+    if pads is not None and (max(pads[:2]) >= kernel[0] or max(pads[2:]) >= kernel[1]):
+        raise OnnxImportError(f"pads {pads} reach a kernel's size {kernel}", node)
+    op_type = "MAX_POOL" if node.op_type == "MaxPool" else "AVG_POOL"
+    im.op(node, op_type, [source], node.output[0], _NHWC, kernelSize=kernel, strides=strides,
+          roundMode=ceil, **_conv_params(pads, "pad"))
+
+
+@_handles("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    if len(x.shape) != 4:
+        raise OnnxImportError(f"only 2-D pooling is imported (input rank {len(x.shape)})",
+                              node)
+    op_type = "AVG_POOL" if node.op_type == "GlobalAveragePool" else "MAX_POOL"
+    im.op(node, op_type, [im.view(x, _NHWC)], node.output[0], _NHWC, kernelSize=[1, 1],
+          strides=[1, 1], **{"global": True})
+
+
+@_handles("BatchNormalization")
+def _batch_norm(im: _Importer, node: Any, a: _Attrs) -> None:
+    if int(a.get("training_mode", 0)) or len([o for o in node.output if o]) > 1:
+        raise OnnxImportError("training mode (batch statistics) is not inference", node)
+    a.get("momentum")
+    x = im.need(node, 0)
+    rank = len(x.shape)
+    if rank < 2:
+        raise OnnxImportError("input of rank < 2 has no channel axis", node)
+    perm = (0, *range(2, rank), 1)  # channels last
+    params = [im.view(im.need(node, k)) for k in range(1, 5)]
+    im.op(node, "BATCH_NORM", [im.view(x, perm), *params], node.output[0], perm,
+          epsilon=float(a.get("epsilon", 1e-5)))
+
+
+@_handles("Resize")
+def _resize(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    out = node.output[0]
+    shape = x.shape
+    out_shape = im.shape(out, node)
+    if len(shape) != 4 or any(d < 0 for d in shape[2:]) or any(d < 0 for d in out_shape[2:]):
+        raise OnnxImportError("only 4-D inputs with static spatial sizes are resized", node)
+    if out_shape[:2] != shape[:2] and -1 not in (*shape[:2], *out_shape[:2]):
+        raise OnnxImportError("only the spatial dimensions (2 and 3) are resized", node)
+    if a.get("antialias", 0) and (out_shape[2] < shape[2] or out_shape[3] < shape[3]):
+        raise OnnxImportError("antialias when downsampling is not computed", node)
+    if a.ints("axes") not in (None, [2, 3], [-2, -1]):
+        raise OnnxImportError(f"axes {a.ints('axes')} (only the spatial ones)", node)
+    policy = a.get("keep_aspect_ratio_policy", "stretch")
+    if policy != "stretch":
+        raise OnnxImportError(f"keep_aspect_ratio_policy {policy!r}", node)
+    scales = im.const(node, 2, "scales")
+    if scales is not None and scales.size:
+        scales = [float(s) for s in np.asarray(scales).reshape(-1)[-2:]]
+        for size, s, o in zip(shape[2:], scales, out_shape[2:]):
+            if size * s != o:
+                raise OnnxImportError(f"scale {s} of a size {size} is not a whole output "
+                                      f"size: the coordinates would differ", node)
+    mode = a.get("mode", "nearest")
+    transform = a.get("coordinate_transformation_mode", "half_pixel")
+    a.get("cubic_coeff_a")
+    a.get("extrapolation_value")
+    exclude = int(a.get("exclude_outside", 0))
+    nearest_mode = a.get("nearest_mode", "round_prefer_floor")
+    h, w = out_shape[2], out_shape[3]
+    if mode == "linear":
+        codes = {"asymmetric": 0, "align_corners": 1, "pytorch_half_pixel": 2}
+        if transform == "half_pixel" and h > 1 and w > 1:
+            code = 2  # equal to pytorch_half_pixel when no output length is 1
+        elif transform in codes:
+            code = codes[transform]
+        else:
+            raise OnnxImportError(f"coordinate_transformation_mode {transform!r} with "
+                                  f"linear mode", node)
+        im.op(node, "RESIZE_BILINEAR", [im.view(x, _NHWC)], out, _NHWC, newHeight=h,
+              newWidth=w, coordinateTransformMode=code, excludeOutside=exclude,
+              preserveAspectRatio=False)
+        return
+    if mode != "nearest":
+        raise OnnxImportError(f"mode {mode!r}: OH_NN's Resize is bilinear, or nearest "
+                              f"upsampling by whole factors", node)
+    fh, fw = h // shape[2], w // shape[3]
+    exact = h == fh * shape[2] and w == fw * shape[3] and fh >= 1 and fw >= 1
+    repeat = (transform == "asymmetric" and nearest_mode == "floor") or (
+        transform in ("half_pixel", "pytorch_half_pixel") and
+        nearest_mode in ("round_prefer_floor", "round_prefer_ceil"))
+    if not (exact and repeat):
+        raise OnnxImportError(f"nearest mode is imported for whole upsampling factors with "
+                              f"asymmetric/floor or half_pixel/round_prefer_*, not "
+                              f"{transform}/{nearest_mode} from {list(shape[2:])} to "
+                              f"{[h, w]}", node)
+    # Nearest upsampling by whole factors: each pixel repeated, [N, H, 1, W, 1, C] * ones.
+    n, c = shape[0], shape[1]
+    source = im.view(x, _NHWC)
+    if n < 0 and c < 0:
+        raise OnnxImportError("nearest resize with dynamic batch and channels", node)
+    split = im.m.op("RESHAPE", source, np.asarray([n, shape[2], 1, shape[3], 1, c], np.int64),
+                    shape=(n, shape[2], 1, shape[3], 1, c))
+    ones = np.ones((1, 1, fh, 1, fw, 1), x.dtype)
+    wide = im.m.op("MUL", split, ones, shape=(n, shape[2], fh, shape[3], fw, c))
+    im.op(node, "RESHAPE", [wide, np.asarray([n, h, w, c], np.int64)], out, _NHWC)
+
+
+# -- linear algebra -------------------------------------------------------------------------------
+
+
+@_handles("Gemm")
+def _gemm(im: _Importer, node: Any, a: _Attrs) -> None:
+    x, wv = im.need(node, 0), im.need(node, 1)
+    c = im.get(node, 2)
+    alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+    trans_a, trans_b = int(a.get("transA", 0)), int(a.get("transB", 0))
+    out = node.output[0]
+    shape = im.shape(out, node)
+    x_op = im.view(x, (1, 0) if trans_a else None)
+    bias = None
+    if c is not None and c.const is not None and c.const.ndim <= 2 and \
+            c.const.size in (1, shape[1]) and (c.const.ndim < 2 or c.const.shape[0] == 1):
+        bias = np.ascontiguousarray(np.broadcast_to(
+            c.const.reshape(-1) * np.asarray(beta, c.dtype), (shape[1],)).astype(c.dtype))
+        c = None
+    if c is None and wv.const is not None:
+        weight = wv.const if trans_b else wv.const.T  # [N, K]
+        if alpha != 1.0:
+            weight = (weight * np.asarray(alpha, weight.dtype)).astype(weight.dtype)
+        activation, out = im.fused_activation(out)
+        inputs = [x_op, im.m.constant(np.ascontiguousarray(weight))]
+        if bias is not None:
+            inputs.append(im.m.constant(bias))
+        im.op(node, "FULL_CONNECTION", inputs, out, None, hasBias=bias is not None,
+              activationType=_FUSE[activation])
+        return
+    # The general form: MatMul, then alpha, then beta * C.
+    steps: list[tuple[str, list[Any], dict[str, Any]]] = [
+        ("MATMUL", [x_op, im.view(wv)], {"transposeA": False, "transposeB": bool(trans_b)})]
+    if alpha != 1.0:
+        steps.append(("MUL", [np.asarray(alpha, x.dtype)], {}))
+    if bias is not None:
+        steps.append(("ADD", [bias], {}))
+    if c is not None:
+        term = im.view(c) if beta == 1.0 else im.m.op(
+            "MUL", im.view(c), np.asarray(beta, c.dtype), shape=c.shape, dtype=c.dtype)
+        steps.append(("ADD", [term], {}))
+    result = None
+    for k, (op_type, args, params) in enumerate(steps):
+        inputs = args if result is None else [result, *args]
+        if k == len(steps) - 1:
+            im.op(node, op_type, inputs, out, None, **params)
+        else:
+            result = im.m.op(op_type, *inputs, shape=shape, dtype=x.dtype, **params)
+
+
+@_handles("MatMul")
+def _matmul(im: _Importer, node: Any, a: _Attrs) -> None:
+    x, wv = im.need(node, 0), im.need(node, 1)
+    out = node.output[0]
+    if wv.const is not None and wv.const.ndim == 2 and len(x.shape) >= 2 and \
+            x.dtype.kind == "f":
+        # A constant 2-D weight: FullConnection over the last axis, taking an Add of a
+        # constant [N] bias that only this MatMul feeds.
+        n_cols = wv.const.shape[1]
+        bias = None
+        add = im.sole_consumer(out)
+        if add is not None and add.op_type == "Add":
+            other = add.input[1] if add.input[0] == out else add.input[0]
+            ov = im.values.get(other)
+            if ov is not None and ov.const is not None and ov.const.dtype == x.dtype and \
+                    ov.const.shape in ((n_cols,), (1, n_cols)) and not add.attribute:
+                bias = ov.const.reshape(-1)
+                im.skip.add(id(add))
+                out = add.output[0]
+        activation, out = im.fused_activation(out)
+        inputs = [im.view(x), im.m.constant(np.ascontiguousarray(wv.const.T))]
+        if bias is not None:
+            inputs.append(im.m.constant(np.ascontiguousarray(bias)))
+        im.op(node, "FULL_CONNECTION", inputs, out, None, hasBias=bias is not None,
+              useAxis=True, axis=len(x.shape) - 1, activationType=_FUSE[activation])
+        return
+    activation, out = im.fused_activation(out)
+    im.op(node, "MATMUL", [im.view(x), im.view(wv)], out, None, transposeA=False,
+          transposeB=False, activationType=_FUSE[activation])
+
+
+# -- normalisation and softmax --------------------------------------------------------------------
+
+
+@_handles("Softmax", "LogSoftmax")
+def _softmax(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    axis = _axis(int(a.get("axis", -1)), len(x.shape), node)
+    op_type = "SOFTMAX" if node.op_type == "Softmax" else "LOG_SOFTMAX"
+    phys = _physical_axis(axis, x.perm)
+    params = {"axis": [phys]} if op_type == "SOFTMAX" else {"axis": phys}
+    im.op(node, op_type, [im.view(x, x.perm)], node.output[0], x.perm, **params)
+
+
+@_handles("LayerNormalization")
+def _layer_norm(im: _Importer, node: Any, a: _Attrs) -> None:
+    if any(o for o in node.output[1:]) and any(o in im.consumers or o in im.outputs
+                                               for o in node.output[1:] if o):
+        raise OnnxImportError("the Mean / InvStdDev outputs are not computed", node)
+    a.get("stash_type")  # statistics are computed in float32 (or wider) anyway
+    x = im.need(node, 0)
+    rank = len(x.shape)
+    axis = _axis(int(a.get("axis", -1)), rank, node)
+    if axis == 0:
+        raise OnnxImportError("axis 0 (normalising the whole tensor) is not an OH_NN "
+                              "LayerNorm", node)
+    param_shape = x.shape[axis:]
+    params = []
+    for k, fill in ((1, 1.0), (2, 0.0)):
+        v = im.get(node, k)
+        if v is None:
+            params.append(im.m.constant(np.full(param_shape, fill, x.dtype)))
+        elif v.const is not None and -1 not in param_shape:
+            params.append(im.m.constant(np.ascontiguousarray(
+                np.broadcast_to(v.const, param_shape).astype(x.dtype))))
+        elif tuple(v.shape) == tuple(param_shape):
+            params.append(im.view(v))
+        else:
+            raise OnnxImportError(f"scale/bias of shape {list(v.shape)}, not "
+                                  f"{list(param_shape)}", node)
+    im.op(node, "LAYER_NORM", [im.view(x), *params], node.output[0], None,
+          beginNormAxis=axis, epsilon=float(a.get("epsilon", 1e-5)), beginParamsAxis=axis)
+
+
+# -- reductions -----------------------------------------------------------------------------------
+
+_REDUCE = {"ReduceMean": "REDUCE_MEAN", "ReduceSum": "REDUCE_SUM", "ReduceMax": "REDUCE_MAX",
+           "ReduceMin": "REDUCE_MIN", "ReduceProd": "REDUCE_PROD", "ReduceL2": "REDUCE_L2"}
+
+
+@_handles(*_REDUCE)
+def _reduce(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    rank = len(x.shape)
+    axes = a.ints("axes")
+    if axes is None:
+        given = im.const(node, 1, "axes")
+        axes = None if given is None else [int(v) for v in np.asarray(given).reshape(-1)]
+    keep = int(a.get("keepdims", 1))
+    if not axes:
+        if int(a.get("noop_with_empty_axes", 0)):
+            im.alias(node.output[0], x)
+            return
+        axes = list(range(rank))
+    axes = sorted({_axis(ax, rank, node) for ax in axes})
+    perm = x.perm
+    phys = [_physical_axis(ax, perm) for ax in axes]
+    if keep or perm is None:
+        out_perm = perm
+    else:
+        out_perm = tuple(p - sum(ax < p for ax in axes) for p in perm if p not in axes)
+    im.op(node, _REDUCE[node.op_type], [im.view(x, perm), np.asarray(phys, np.int64)],
+          node.output[0], out_perm, keepDims=bool(keep))
+
+
+# -- shape and data movement ------------------------------------------------------------------------
+
+
+@_handles("Transpose")
+def _transpose(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    rank = len(x.shape)
+    q = a.ints("perm", list(reversed(range(rank))))
+    if sorted(q) != list(range(rank)):
+        raise OnnxImportError(f"perm {q} is not a permutation of {rank} axes", node)
+    # out = onnx_x.transpose(q); the operand holds onnx_x.transpose(p) = out.transpose(r).
+    p = x.perm if x.perm is not None else tuple(range(rank))
+    inv_q = _inverse(q)
+    r = tuple(inv_q[p[i]] for i in range(rank))
+    v = _Value(im.shape(node.output[0], node), x.dtype, operand=x.operand,
+               perm=None if _identity(r) else r)
+    v.views[v.perm] = x.operand
+    im.values[node.output[0]] = v
+
+
+@_handles("Reshape")
+def _reshape(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    target = im.const(node, 1, "shape")
+    target = [int(d) for d in np.asarray(target).reshape(-1)]
+    if int(a.get("allowzero", 0)) and 0 in target:
+        raise OnnxImportError("allowzero with a 0 in the shape (an empty tensor)", node)
+    out_shape = im.shape(node.output[0], node)
+    if all(d >= 0 for d in out_shape):
+        target = list(out_shape)
+    im.op(node, "RESHAPE", [im.view(x), np.asarray(target, np.int64)], node.output[0], None)
+
+
+@_handles("Flatten")
+def _flatten(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    axis = int(a.get("axis", 1))
+    rank = len(x.shape)
+    if not -rank <= axis <= rank:
+        raise OnnxImportError(f"axis {axis} is outside [-{rank}, {rank}]", node)
+    im.op(node, "FLATTEN", [im.view(x)], node.output[0], None, axis=axis % (rank + 1)
+          if axis < 0 else axis)
+
+
+@_handles("Squeeze")
+def _squeeze(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    rank = len(x.shape)
+    given = im.const(node, 1, "axes")
+    if given is None:
+        axes = [i for i, d in enumerate(x.shape) if d == 1]
+        if any(d < 0 for d in x.shape):
+            raise OnnxImportError("Squeeze without axes on a tensor with dynamic dimensions",
+                                  node)
+    else:
+        axes = sorted({_axis(int(v), rank, node) for v in np.asarray(given).reshape(-1)})
+    if not axes:
+        im.alias(node.output[0], x)
+        return
+    perm = x.perm
+    phys = [_physical_axis(ax, perm) for ax in axes]
+    out_perm = None if perm is None else tuple(
+        p - sum(ax < p for ax in axes) for p in perm if p not in axes)
+    im.op(node, "SQUEEZE", [im.view(x, perm)], node.output[0], out_perm, axis=phys)
+
+
+@_handles("Unsqueeze")
+def _unsqueeze(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    given = im.const(node, 1, "axes")
+    out_shape = im.shape(node.output[0], node)
+    rank = len(out_shape)
+    axes = sorted({_axis(int(v), rank, node) for v in np.asarray(given).reshape(-1)})
+    target = _reshape_target(out_shape)
+    if target is not None:
+        im.op(node, "RESHAPE", [im.view(x), np.asarray(target, np.int64)], node.output[0],
+              None)
+        return
+    source = im.view(x)
+    shape = list(x.shape)
+    for k, ax in enumerate(axes):
+        shape.insert(ax, 1)
+        if k == len(axes) - 1:
+            im.op(node, "EXPAND_DIMS", [source, np.asarray([ax], np.int64)], node.output[0],
+                  None)
+        else:
+            source = im.m.op("EXPAND_DIMS", source, np.asarray([ax], np.int64),
+                             shape=tuple(shape), dtype=x.dtype)
+
+
+@_handles("Concat")
+def _concat(im: _Importer, node: Any, a: _Attrs) -> None:
+    values = [im.need(node, k) for k in range(len(node.input))]
+    out = node.output[0]
+    rank = len(im.shape(out, node))
+    axis = _axis(int(a.get("axis")), rank, node)
+    perm = _common_perm(values, rank)
+    operands = _operands_in(im, values, perm, rank)
+    if len(operands) == 1:
+        im.alias(out, values[0])
+        return
+    im.op(node, "CONCAT", operands, out, perm, axis=_physical_axis(axis, perm))
+
+
+@_handles("Split")
+def _split(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    rank = len(x.shape)
+    axis = _axis(int(a.get("axis", 0)), rank, node)
+    outs = list(node.output)
+    sizes = im.const(node, 1, "split")
+    a.get("num_outputs")
+    if sizes is not None:
+        sizes = [int(s) for s in np.asarray(sizes).reshape(-1)]
+    else:
+        sizes = [im.shape(o, node)[axis] for o in outs]
+        if any(s < 0 for s in sizes):
+            sizes = []
+    perm = x.perm
+    shapes = [_permuted(im.shape(o, node), perm) for o in outs]
+    results = im.m.op("SPLIT", im.view(x, perm), outputs=len(outs), shapes=shapes,
+                      dtype=x.dtype, axis=_physical_axis(axis, perm), outputNum=len(outs),
+                      sizeSplits=sizes or None,
+                      names=[o if im.name_outputs and o in im.outputs and perm is None else ""
+                             for o in outs])
+    results = results if isinstance(results, tuple) else (results,)
+    for o, r in zip(outs, results):
+        if o:
+            im.put(o, r, perm, node, x.dtype)
+
+
+@_handles("Slice")
+def _slice(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    rank = len(x.shape)
+    starts = [int(v) for v in np.asarray(im.const(node, 1, "starts")).reshape(-1)]
+    ends = [int(v) for v in np.asarray(im.const(node, 2, "ends")).reshape(-1)]
+    axes_c = im.const(node, 3, "axes")
+    steps_c = im.const(node, 4, "steps")
+    axes = list(range(len(starts))) if axes_c is None else \
+        [_axis(int(v), rank, node) for v in np.asarray(axes_c).reshape(-1)]
+    steps = [1] * len(starts) if steps_c is None else \
+        [int(v) for v in np.asarray(steps_c).reshape(-1)]
+    if 0 in steps:
+        raise OnnxImportError("a step of 0", node)
+    perm = x.perm
+    begin, end, stride = [0] * rank, [0] * rank, [1] * rank
+    begin_mask = end_mask = (1 << rank) - 1
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        j = _physical_axis(ax, perm)
+        begin[j] = max(min(s, _INT64_MAX // 2), -_INT64_MAX // 2)
+        end[j] = max(min(e, _INT64_MAX // 2), -_INT64_MAX // 2)
+        stride[j] = st
+        begin_mask &= ~(1 << j)
+        end_mask &= ~(1 << j)
+    im.op(node, "STRIDED_SLICE", [im.view(x, perm), np.asarray(begin, np.int64),
+                                  np.asarray(end, np.int64), np.asarray(stride, np.int64)],
+          node.output[0], perm, beginMask=begin_mask, endMask=end_mask, ellipsisMask=0,
+          newAxisMask=0, shrinkAxisMask=0)
+
+
+@_handles("Gather")
+def _gather(im: _Importer, node: Any, a: _Attrs) -> None:
+    x, idx = im.need(node, 0), im.need(node, 1)
+    axis = _axis(int(a.get("axis", 0)), len(x.shape), node)
+    if idx.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise OnnxImportError(f"indices of type {idx.dtype}", node)
+    if idx.const is not None:
+        size = x.shape[axis]
+        if size >= 0 and ((idx.const < -size) | (idx.const >= size)).any():
+            raise OnnxImportError(f"an index outside [-{size}, {size})", node)
+    im.op(node, "GATHER", [im.view(x), im.view(idx), np.asarray([axis], np.int64)],
+          node.output[0], None)
+
+
+@_handles("Pad")
+def _pad(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    rank = len(x.shape)
+    mode = a.get("mode", "constant")
+    codes = {"constant": 0, "reflect": 1}
+    if mode not in codes:
+        raise OnnxImportError(f"mode {mode!r} (OH_NN pads constant or reflect; 'edge' has "
+                              f"no OH_NN form)", node)
+    pads = [int(v) for v in np.asarray(im.const(node, 1, "pads")).reshape(-1)]
+    value = im.const(node, 2, "constant_value")
+    axes_c = im.const(node, 3, "axes")
+    axes = list(range(rank)) if axes_c is None else \
+        [_axis(int(v), rank, node) for v in np.asarray(axes_c).reshape(-1)]
+    if len(pads) != 2 * len(axes):
+        raise OnnxImportError(f"pads {pads} need 2 x {len(axes)} entries", node)
+    if min(pads, default=0) < 0:
+        raise OnnxImportError(f"negative pads {pads} (cropping)", node)
+    perm = x.perm
+    amounts = [[0, 0] for _ in range(rank)]
+    for k, ax in enumerate(axes):
+        amounts[_physical_axis(ax, perm)] = [pads[k], pads[k + len(axes)]]
+    fill = 0.0 if value is None or not np.asarray(value).size else \
+        float(np.asarray(value).reshape(-1)[0])
+    im.op(node, "PAD", [im.view(x, perm), np.asarray(amounts, np.int64)], node.output[0], perm,
+          constantValue=fill, paddingMode=codes[mode])
+
+
+@_handles("Expand")
+def _expand(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    im.const(node, 1, "shape")
+    out_shape = im.shape(node.output[0], node)
+    if any(d < 0 for d in out_shape):
+        raise OnnxImportError("Expand to a shape with dynamic dimensions", node)
+    im.op(node, "BROADCAST_TO", [im.view(x)], node.output[0], None,
+          OH_NN_BROADCAST_TO_SHAPE=list(out_shape))
+
+
+@_handles("Tile")
+def _tile(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    reps = im.const(node, 1, "repeats")
+    im.op(node, "TILE", [im.view(x), np.asarray(reps, np.int64).reshape(-1)], node.output[0],
+          None)
+
+
+SUPPORTED_OPERATORS: tuple[str, ...] = tuple(sorted(
+    {*_HANDLERS, "Shape", "Size", "Constant", "ConstantOfShape", "Range"}))
+
+
+# -- the entry point -----------------------------------------------------------------------------
+
+
+def import_onnx(source: Any, *, input_shapes: Mapping[str, Sequence[int | None]] | None = None,
+                name_outputs: bool = True) -> Model:
+    """A finished Model from an ONNX model (a path, bytes or a ModelProto).
+
+    `input_shapes` fixes (or frees, with None) input dimensions by input name, e.g.
+    {"x": [1, 3, 224, 224]}: needed where a Shape of a dynamic tensor feeds the graph.
+    The Model's inputs and outputs are the graph's, in the ONNX layout, under their names.
+    OnnxImportError when something cannot be mapped exactly."""
+    import onnx
+
+    proto = onnx.ModelProto()
+    proto.CopyFrom(load_onnx(source))
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None:
+        raise OnnxImportError("the model imports no default-domain opset")
+    if opset < MIN_OPSET:
+        from onnx import version_converter
+
+        try:
+            proto = version_converter.convert_version(proto, MIN_OPSET)
+        except Exception as exc:
+            raise OnnxImportError(f"opset {opset}: the importer reads opset {MIN_OPSET} and "
+                                  f"later, and converting failed: {exc}") from None
+    if proto.functions:
+        names = sorted({f.name for f in proto.functions})
+        log.info("model-local functions %s: only used ones are refused", names)
+    importer = _Importer(proto, input_shapes, name_outputs)
+    try:
+        return importer.run()
+    except BaseException:
+        importer.m.close()
+        raise
