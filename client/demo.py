@@ -4,6 +4,10 @@ An MLP (FullConnection + ReLU, FullConnection, Softmax) is built from numpy weig
 compiled for the first device (a driver in its own process), and run on a batch whose
 inputs and outputs live in shared memory with the driver; the result is checked against
 numpy computed here.
+
+Every run has a deadline (`timeout`, default DEFAULT_TIMEOUT s, far above the milliseconds
+it takes): a wedged driver ends the demo with an error instead of holding it forever.
+`nnrt demo` bounds the whole job as well (its `--timeout`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnrt.client.api import DeviceInfo, Model, list_devices
+
+DEFAULT_TIMEOUT = 30.0  # s, per run
+
+
+class NoDevice(RuntimeError):
+    """No device to run on (`nnrt demo` exits 3, as every command does for it)."""
 
 
 @dataclass
@@ -48,12 +58,13 @@ def numpy_mlp(x: np.ndarray, w1, b1, w2, b2) -> np.ndarray:
 
 
 def run_demo(device: str | None = None, batch: int = 4,
-             sizes: tuple[int, int, int] = (16, 32, 10)) -> DemoResult:
+             sizes: tuple[int, int, int] = (16, 32, 10),
+             timeout: float = DEFAULT_TIMEOUT) -> DemoResult:
     w1, b1, w2, b2 = mlp_weights(sizes)
     x = np.random.default_rng(1).standard_normal((batch, sizes[0])).astype(np.float32)
     devices = list_devices()
     if not devices:
-        raise RuntimeError("no device: no driver answers in the runtime directory")
+        raise NoDevice("no device: no driver answers in the runtime directory")
     info = devices[0] if device is None else _named(devices, device)
     with Model() as model:
         inputs = model.input([batch, sizes[0]])
@@ -62,9 +73,9 @@ def run_demo(device: str | None = None, batch: int = 4,
         started = time.perf_counter()
         with model.compile(info) as compiled, compiled.executor() as executor:
             compile_ms = (time.perf_counter() - started) * 1000
-            executor.run(x)  # the first run maps the shared buffers
+            executor.run(x, timeout=timeout)  # the first run maps the shared buffers
             started = time.perf_counter()
-            probabilities = np.array(executor.run(x))
+            probabilities = np.array(executor.run(x, timeout=timeout))
             run_ms = (time.perf_counter() - started) * 1000
     return DemoResult(info.name, probabilities, numpy_mlp(x, w1, b1, w2, b2), compile_ms, run_ms)
 
@@ -76,4 +87,4 @@ def _named(devices: list[DeviceInfo], name: str) -> DeviceInfo:
         full = info.name.lower()
         if wanted == full or full.startswith(wanted + "_"):
             return info
-    raise RuntimeError(f"no device {name!r} (devices: {', '.join(d.name for d in devices)})")
+    raise NoDevice(f"no device {name!r} (devices: {', '.join(d.name for d in devices)})")

@@ -306,10 +306,18 @@ class EmbeddedDrivers:
         self.stop()
 
 
-def find_or_start(kinds: Sequence[str] = DEFAULT_KINDS) -> tuple[Path, EmbeddedDrivers | None]:
+_announced = False  # the notice below has been said in this process (by us or the caller)
+
+
+def find_or_start(kinds: Sequence[str] = DEFAULT_KINDS, *,
+                  announce: bool = True) -> tuple[Path, EmbeddedDrivers | None]:
     """The runtime directory to use, and the embedded drivers started for it (if any): the
     configured one unless it shows no sign of a driver or device manager (module docstring).
-    RuntimeError when embedded drivers are needed but switched off or fail to start."""
+    RuntimeError when embedded drivers are needed but switched off or fail to start.
+
+    The notice that embedded drivers were started is a WARNING once per process; later
+    starts in the same process log at INFO. `announce=False`: the caller says it itself (the
+    `nnrt` commands, in their own words), which counts as the once."""
     directory = runtime_dir()
     if not may_embed(directory):
         return directory, None
@@ -318,6 +326,11 @@ def find_or_start(kinds: Sequence[str] = DEFAULT_KINDS) -> tuple[Path, EmbeddedD
     embedded = EmbeddedDrivers(kinds)
     started = embedded.start()
     # Visible by default: the application runs on drivers of its own, not the system's.
-    log.warning("no driver in %s: started the embedded default driver(s) %s in %s, stopped at "
-                "exit (set %s=1 to disable)", directory, ", ".join(kinds), started, DISABLE_ENV)
+    global _announced
+    if announce:
+        log.log(logging.INFO if _announced else logging.WARNING,
+                "no driver in %s: started the embedded default driver(s) %s in %s, stopped "
+                "at exit (set %s=1 to disable)", directory, ", ".join(kinds), started,
+                DISABLE_ENV)
+    _announced = True
     return started, embedded

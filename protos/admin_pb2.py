@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17nnrt/protos/admin.proto\x12\rnnrt.admin.v1\x1a\x1bgoogle/protobuf/empty.proto\"q\n\rSessionStatus\x12\x11\n\tsessionId\x18\x01 \x01(\x04\x12\x0f\n\x07peerPid\x18\x02 \x01(\x05\x12\x0f\n\x07\x62uffers\x18\x03 \x01(\r\x12\x13\n\x0b\x62ufferBytes\x18\x04 \x01(\x04\x12\x16\n\x0epreparedModels\x18\x05 \x01(\r\"\xdd\x01\n\x0b\x46\x61ultConfig\x12\x12\n\nrunDelayMs\x18\x01 \x01(\r\x12\x0f\n\x07runHang\x18\x02 \x01(\x08\x12\x11\n\texitOnRun\x18\x03 \x01(\r\x12\x15\n\rexitOnPrepare\x18\x04 \x01(\r\x12\x1c\n\x14\x65xitOnRunProbability\x18\x05 \x01(\x01\x12\x19\n\x11\x65xitOnExportCache\x18\x06 \x01(\x08\x12\x14\n\x0c\x64\x65viceStatus\x18\x07 \x01(\x05\x12\x12\n\ndeviceBusy\x18\x08 \x01(\x08\x12\x1c\n\x14\x63orruptExportedCache\x18\t \x01(\x08\"L\n\nFaultReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12*\n\x06\x66\x61ults\x18\x02 \x01(\x0b\x32\x1a.nnrt.admin.v1.FaultConfig\"\xc4\x03\n\x0c\x44riverStatus\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\ndeviceName\x18\x04 \x01(\t\x12\x0e\n\x06vendor\x18\x05 \x01(\t\x12\x0b\n\x03pid\x18\x06 \x01(\x05\x12\x15\n\ruptimeSeconds\x18\x07 \x01(\x01\x12\x14\n\x0cinFlightRuns\x18\x08 \x01(\r\x12\x15\n\rrunsCompleted\x18\t \x01(\x04\x12\x12\n\nrunsFailed\x18\n \x01(\x04\x12\x15\n\rrunsAbandoned\x18\x0b \x01(\x04\x12.\n\x08sessions\x18\x0c \x03(\x0b\x32\x1c.nnrt.admin.v1.SessionStatus\x12\x1d\n\x15\x66\x61ultInjectionEnabled\x18\r \x01(\x08\x12*\n\x06\x66\x61ults\x18\x0e \x01(\x0b\x32\x1a.nnrt.admin.v1.FaultConfig\x12\x39\n\x07\x64\x65tails\x18\x0f \x03(\x0b\x32(.nnrt.admin.v1.DriverStatus.DetailsEntry\x1a.\n\x0c\x44\x65tailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32\x91\x01\n\tNnrtAdmin\x12@\n\tGetStatus\x12\x16.google.protobuf.Empty\x1a\x1b.nnrt.admin.v1.DriverStatus\x12\x42\n\tSetFaults\x12\x1a.nnrt.admin.v1.FaultConfig\x1a\x19.nnrt.admin.v1.FaultReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17nnrt/protos/admin.proto\x12\rnnrt.admin.v1\x1a\x1bgoogle/protobuf/empty.proto\"q\n\rSessionStatus\x12\x11\n\tsessionId\x18\x01 \x01(\x04\x12\x0f\n\x07peerPid\x18\x02 \x01(\x05\x12\x0f\n\x07\x62uffers\x18\x03 \x01(\r\x12\x13\n\x0b\x62ufferBytes\x18\x04 \x01(\x04\x12\x16\n\x0epreparedModels\x18\x05 \x01(\r\"\xdd\x01\n\x0b\x46\x61ultConfig\x12\x12\n\nrunDelayMs\x18\x01 \x01(\r\x12\x0f\n\x07runHang\x18\x02 \x01(\x08\x12\x11\n\texitOnRun\x18\x03 \x01(\r\x12\x15\n\rexitOnPrepare\x18\x04 \x01(\r\x12\x1c\n\x14\x65xitOnRunProbability\x18\x05 \x01(\x01\x12\x19\n\x11\x65xitOnExportCache\x18\x06 \x01(\x08\x12\x14\n\x0c\x64\x65viceStatus\x18\x07 \x01(\x05\x12\x12\n\ndeviceBusy\x18\x08 \x01(\x08\x12\x1c\n\x14\x63orruptExportedCache\x18\t \x01(\x08\"L\n\nFaultReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12*\n\x06\x66\x61ults\x18\x02 \x01(\x0b\x32\x1a.nnrt.admin.v1.FaultConfig\"L\n\nRunLatency\x12\x1a\n\x12upperBoundsSeconds\x18\x01 \x03(\x01\x12\x0e\n\x06\x63ounts\x18\x02 \x03(\x04\x12\x12\n\nsumSeconds\x18\x03 \x01(\x01\"\xf3\x03\n\x0c\x44riverStatus\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\ndeviceName\x18\x04 \x01(\t\x12\x0e\n\x06vendor\x18\x05 \x01(\t\x12\x0b\n\x03pid\x18\x06 \x01(\x05\x12\x15\n\ruptimeSeconds\x18\x07 \x01(\x01\x12\x14\n\x0cinFlightRuns\x18\x08 \x01(\r\x12\x15\n\rrunsCompleted\x18\t \x01(\x04\x12\x12\n\nrunsFailed\x18\n \x01(\x04\x12\x15\n\rrunsAbandoned\x18\x0b \x01(\x04\x12.\n\x08sessions\x18\x0c \x03(\x0b\x32\x1c.nnrt.admin.v1.SessionStatus\x12\x1d\n\x15\x66\x61ultInjectionEnabled\x18\r \x01(\x08\x12*\n\x06\x66\x61ults\x18\x0e \x01(\x0b\x32\x1a.nnrt.admin.v1.FaultConfig\x12\x39\n\x07\x64\x65tails\x18\x0f \x03(\x0b\x32(.nnrt.admin.v1.DriverStatus.DetailsEntry\x12-\n\nrunLatency\x18\x10 \x01(\x0b\x32\x19.nnrt.admin.v1.RunLatency\x1a.\n\x0c\x44\x65tailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32\x91\x01\n\tNnrtAdmin\x12@\n\tGetStatus\x12\x16.google.protobuf.Empty\x1a\x1b.nnrt.admin.v1.DriverStatus\x12\x42\n\tSetFaults\x12\x1a.nnrt.admin.v1.FaultConfig\x1a\x19.nnrt.admin.v1.FaultReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,10 +40,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FAULTCONFIG']._serialized_end=408
   _globals['_FAULTREPLY']._serialized_start=410
   _globals['_FAULTREPLY']._serialized_end=486
-  _globals['_DRIVERSTATUS']._serialized_start=489
-  _globals['_DRIVERSTATUS']._serialized_end=941
-  _globals['_DRIVERSTATUS_DETAILSENTRY']._serialized_start=895
-  _globals['_DRIVERSTATUS_DETAILSENTRY']._serialized_end=941
-  _globals['_NNRTADMIN']._serialized_start=944
-  _globals['_NNRTADMIN']._serialized_end=1089
+  _globals['_RUNLATENCY']._serialized_start=488
+  _globals['_RUNLATENCY']._serialized_end=564
+  _globals['_DRIVERSTATUS']._serialized_start=567
+  _globals['_DRIVERSTATUS']._serialized_end=1066
+  _globals['_DRIVERSTATUS_DETAILSENTRY']._serialized_start=1020
+  _globals['_DRIVERSTATUS_DETAILSENTRY']._serialized_end=1066
+  _globals['_NNRTADMIN']._serialized_start=1069
+  _globals['_NNRTADMIN']._serialized_end=1214
 # @@protoc_insertion_point(module_scope)

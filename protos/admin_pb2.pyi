@@ -51,8 +51,18 @@ class FaultReply(_message.Message):
     faults: FaultConfig
     def __init__(self, returnCode: _Optional[int] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ...) -> None: ...
 
+class RunLatency(_message.Message):
+    __slots__ = ("upperBoundsSeconds", "counts", "sumSeconds")
+    UPPERBOUNDSSECONDS_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    SUMSECONDS_FIELD_NUMBER: _ClassVar[int]
+    upperBoundsSeconds: _containers.RepeatedScalarFieldContainer[float]
+    counts: _containers.RepeatedScalarFieldContainer[int]
+    sumSeconds: float
+    def __init__(self, upperBoundsSeconds: _Optional[_Iterable[float]] = ..., counts: _Optional[_Iterable[int]] = ..., sumSeconds: _Optional[float] = ...) -> None: ...
+
 class DriverStatus(_message.Message):
-    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults", "details")
+    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults", "details", "runLatency")
     class DetailsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +85,7 @@ class DriverStatus(_message.Message):
     FAULTINJECTIONENABLED_FIELD_NUMBER: _ClassVar[int]
     FAULTS_FIELD_NUMBER: _ClassVar[int]
     DETAILS_FIELD_NUMBER: _ClassVar[int]
+    RUNLATENCY_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     kind: str
     name: str
@@ -90,4 +101,5 @@ class DriverStatus(_message.Message):
     faultInjectionEnabled: bool
     faults: FaultConfig
     details: _containers.ScalarMap[str, str]
-    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ..., details: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    runLatency: RunLatency
+    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ..., details: _Optional[_Mapping[str, str]] = ..., runLatency: _Optional[_Union[RunLatency, _Mapping]] = ...) -> None: ...

@@ -3,8 +3,8 @@
 Served by every driver on its gRPC socket beside the HDI services. Neither method needs a
 session: the socket's mode (0660) is the access control, as for the device queries.
 
-* `GetStatus`: the driver's identity, pid and uptime, its Run counters (server/stats.py),
-  every open session with the buffers, bytes and prepared models it holds, and the faults
+* `GetStatus`: the driver's identity, pid and uptime, its Run counters and the latency
+  histogram of its completed runs (server/stats.py), every open session with the buffers, bytes and prepared models it holds, and the faults
   in force.
 * `SetFaults`: replaces the faults in force — only on a driver started with fault
   injection enabled (`--fault-injection` or any `--fault-*` option); otherwise refused
@@ -25,7 +25,7 @@ from nnrt.server.device import Device
 from nnrt.server.errors import HDF_ERR_INVALID_PARAM, HDF_ERR_NOPERM, NNRT_FAILED
 from nnrt.server.faults import PLAIN_FIELDS, FaultInjection, Faults
 from nnrt.server.sessions import SessionRegistry
-from nnrt.server.stats import RunStats
+from nnrt.server.stats import LATENCY_BUCKETS, RunStats
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,9 @@ class AdminServicer(rpc.NnrtAdminServicer):
                 faultInjectionEnabled=self.faults.allowed,
                 faults=faults_to_proto(self.faults.faults),
                 details=self.device.details(),
+                runLatency=pb.RunLatency(upperBoundsSeconds=LATENCY_BUCKETS,
+                                         counts=runs.latency_counts,
+                                         sumSeconds=runs.latency_sum),
             )
         except Exception:
             log.exception("GetStatus failed unexpectedly")

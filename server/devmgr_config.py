@@ -25,6 +25,13 @@ A TOML file (`tomllib`), read at start and again at every SIGHUP:
     kind = "cpu"               # default: the name
     restart = "always"         # any [defaults] key may be overridden here
     options = { grace = 5, fault-run-delay-ms = 100 }   # nnrt-driver options
+    standby = true             # keep a warm spare process (default false; per driver only)
+
+`standby = true` (server/devmgr.py): the device manager keeps a second process of the
+driver started, imports done and device created, that takes over the name the moment the
+live one dies, instead of a cold start after the backoff. It costs that process's memory;
+it is a property of one driver, so it is not a [defaults] key, and changing it on a reload
+starts or stops the spare without touching the live driver.
 
 `options` become `nnrt-driver` command-line options: `key = value` → `--key value`,
 `key = true` → `--key`, `false` → left out, a list → the option once per element;
@@ -61,7 +68,7 @@ kind = "cpu"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _OPTION = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-_RESERVED_OPTIONS = {"name", "runtime-dir", "lifeline-fd", "help", "h"}
+_RESERVED_OPTIONS = {"name", "runtime-dir", "lifeline-fd", "standby-fd", "help", "h"}
 _ZERO_MEANS_OFF = {"crash_loop_failures", "failed_retry_after", "backoff_reset_after"}
 
 
@@ -112,6 +119,7 @@ class DriverSpec:
     kind: str
     options: tuple[tuple[str, object], ...] = ()
     policy: RestartPolicy = field(default_factory=RestartPolicy)
+    standby: bool = False  # keep a warm spare process that takes over when this one dies
 
     def option_args(self) -> list[str]:
         """`options` as nnrt-driver command-line arguments."""
@@ -127,7 +135,8 @@ class DriverSpec:
         return args
 
     def same_process(self, other: DriverSpec) -> bool:
-        """True if both describe the same driver process (a policy change needs no restart)."""
+        """True if both describe the same driver process (a policy or standby change needs
+        no restart of the live one)."""
         return (self.name, self.kind, self.options) == (other.name, other.kind, other.options)
 
 
@@ -194,7 +203,7 @@ def _check_keys(where: str, table: object, allowed: set[str]) -> dict:
 
 _SETTING_KEYS = {f.name for f in fields(Settings)}
 _POLICY_KEYS = {f.name for f in fields(RestartPolicy)}
-_DRIVER_KEYS = {"kind", "options"} | _POLICY_KEYS
+_DRIVER_KEYS = {"kind", "options", "standby"} | _POLICY_KEYS
 
 
 def _options(where: str, table: object) -> tuple[tuple[str, object], ...]:
@@ -244,9 +253,12 @@ def parse_config(text: str, path: Path | None = None) -> Config:
         if kind not in DEVICE_KINDS:
             raise ConfigError(f"{here}: unknown kind {kind!r} "
                               f"(known: {', '.join(sorted(DEVICE_KINDS))})")
+        standby = table.get("standby", False)
+        if not isinstance(standby, bool):
+            raise ConfigError(f"{here}: standby must be true or false, not {standby!r}")
         drivers.append(DriverSpec(
             name=name, kind=kind, options=_options(here, table.get("options", {})),
-            policy=_apply(here, defaults, table, _POLICY_KEYS)))
+            policy=_apply(here, defaults, table, _POLICY_KEYS), standby=standby))
     return Config(settings=settings, drivers=tuple(drivers), path=path)
 
 

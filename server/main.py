@@ -12,6 +12,14 @@
 SIGTERM or SIGINT: stop accepting, let calls in flight finish (up to --grace seconds),
 remove the sockets, exit 0. `--lifeline-fd N` (client/embedded.py): the same stop when
 the inherited pipe N reaches EOF, i.e. the process holding its write end is gone.
+
+`--standby-fd N` (server/devmgr.py, `standby = true`): a warm spare. The process imports
+everything and creates its device, then, before claiming any socket, says b"R" (ready) on
+the inherited socket N and waits there: b"G" (go) from the device manager means the live
+driver of this name died, so it claims the (stale) sockets and serves at once; EOF means
+the device manager let it go or died, and it exits 0 without ever having served. A socket
+rather than a signal: the go cannot arrive before the process listens for it, and its EOF
+doubles as a second lifeline.
 Exit codes: 0 clean stop, 1 failed to start (no such OpenCL device, say), 2 bad usage,
 3 another driver already listens on the socket.
 """
@@ -22,7 +30,9 @@ import argparse
 import logging
 import os
 import resource
+import select
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -55,6 +65,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lifeline-fd", type=int, default=None, metavar="N",
                         help="an inherited pipe's read end: its EOF (every writer gone, i.e. "
                              "the parent died) stops the driver as SIGTERM does")
+    parser.add_argument("--standby-fd", type=int, default=None, metavar="N",
+                        help="start as a warm spare (the device manager's standby): load "
+                             "everything, say b'R' on the inherited socket N, serve only when "
+                             "b'G' arrives there; exit 0 at its EOF")
     budgets = parser.add_argument_group(
         "budgets (beyond one: NNRT_OUT_OF_MEMORY with the sizes; what is held keeps working)")
     budgets.add_argument("--max-driver-memory-mb", type=int, default=None, metavar="N",
@@ -134,6 +148,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             os.fstat(args.lifeline_fd)
         except (OSError, OverflowError):
             parser.error(f"--lifeline-fd {args.lifeline_fd} is not an open file descriptor")
+    if args.standby_fd is not None:
+        try:
+            os.fstat(args.standby_fd)
+        except (OSError, OverflowError):
+            parser.error(f"--standby-fd {args.standby_fd} is not an open file descriptor")
     if not 0.0 <= args.fault_exit_on_run_probability <= 1.0:
         parser.error("--fault-exit-on-run-probability must be within [0, 1]")
     if args.kind != "gpu" and (args.cl_device is not None or args.gpu_memory_mb is not None):
@@ -188,6 +207,37 @@ def watch_lifeline(fd: int, stop: threading.Event) -> None:
     threading.Thread(target=watch, name="nnrt-lifeline", daemon=True).start()
 
 
+def wait_for_takeover(fd: int, stop: threading.Event) -> bool:
+    """A spare's wait (`--standby-fd`): say ready on `fd`, then block until the device
+    manager says go (True) or the socket reaches EOF, fails, or the process is asked to stop
+    (False). Nothing has claimed a socket yet, so a spare that never gets its go leaves
+    nothing behind."""
+    channel = socket.socket(fileno=fd)
+    try:
+        channel.sendall(b"R")
+        log.info("standby: loaded, waiting to take over")
+        while not stop.is_set():
+            # select wakes at once on the go; the timeout only bounds a SIGTERM's wait.
+            readable, _, _ = select.select([channel], [], [], 0.2)
+            if not readable:
+                continue
+            data = channel.recv(16)
+            if data.startswith(b"G"):
+                log.warning("standby: the live driver is gone, taking over")
+                return True
+            if not data:
+                log.info("standby: the device manager let this spare go (or is gone): "
+                         "exiting")
+                return False
+            log.warning("standby: unexpected %r on the standby socket: ignored", data)
+        return False
+    except OSError as exc:
+        log.warning("standby: the standby socket failed (%s): exiting", exc)
+        return False
+    finally:
+        channel.close()
+
+
 def configure_budgets(args: argparse.Namespace) -> None:
     """The process's memory budgets (server/buffers.py, drivers/reference.py) from the
     options; an option left out keeps its documented default."""
@@ -230,12 +280,46 @@ def raise_fd_limit() -> tuple[int, int]:
     return soft, hard
 
 
+# syslog priorities of the levels (sd-daemon(3) `<N>` prefixes); the same as server/devmgr.py's.
+_PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3,
+             logging.CRITICAL: 2}
+
+
+class JournalFormatter(logging.Formatter):
+    """`<N>line`: journald reads the priority from the prefix and adds its own timestamp."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"<{_PRIORITY.get(record.levelno, 6)}>{super().format(record)}"
+
+
+def stderr_is_journal() -> bool:
+    """True when stderr is the journal stream systemd names in JOURNAL_STREAM (dev:inode),
+    as for `nnrt devmgr`. Checked against fd 2 itself: a JOURNAL_STREAM inherited by a
+    process whose stderr was redirected elsewhere does not count."""
+    try:
+        device, inode = (int(part) for part in os.environ.get("JOURNAL_STREAM", "").split(":"))
+        st = os.fstat(sys.stderr.fileno())
+    except (ValueError, OSError):
+        return False
+    return (st.st_dev, st.st_ino) == (device, inode)
+
+
+def setup_logging(level: str, name: str) -> None:
+    """stderr; to the journal (a unit's, or the device manager's stderr that is one) with
+    `<N>` priorities and no timestamp, else with a timestamp and the level's name. The
+    driver's name stays in every line: the device manager's drivers share its journal."""
+    handler = logging.StreamHandler(sys.stderr)
+    if stderr_is_journal():
+        handler.setFormatter(JournalFormatter(f"nnrt-driver[{name}] %(name)s: %(message)s"))
+    else:
+        handler.setFormatter(logging.Formatter(
+            f"%(asctime)s nnrt-driver[{name}] %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level, stream=sys.stderr,
-        format=f"%(asctime)s nnrt-driver[{args.name or args.kind}] %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(args.log_level, args.name or args.kind)
     faults = fault_injection(args)
     if faults.allowed:
         log.warning("FAULT INJECTION ENABLED (SetFaults allowed); in force: %s", faults.describe())
@@ -250,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
         device = load_device(args.kind, **device_options(args))
         host = DriverHost(device, args.runtime_dir or runtime_dir(), args.name or args.kind, faults,
                           stall_timeout=args.stall_timeout, channel_policy=channel_policy(args))
+        if args.standby_fd is not None and not wait_for_takeover(args.standby_fd, stop):
+            device.close()
+            return 0
         if faults.slow_start_ms:
             log.warning("FAULT INJECTION: waiting %d ms before serving", faults.slow_start_ms)
             if stop.wait(faults.slow_start_ms / 1000):

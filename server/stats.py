@@ -18,13 +18,26 @@ any progress — measured from the later of the last progress and the moment the
 went from idle to busy, so a run that just started on an idle driver is not stalled. One
 clock for every run, not one per run: a run queued behind others (the accelerator's device
 queue, a GPU plan's lock) waits without progress of its own while the path as a whole moves.
+
+Latency, for the device manager's Prometheus metrics (server/metrics.py): completed runs
+only (a refusal answered in microseconds would drag the distribution down and says nothing
+about the device), from the moment the servicer took the run to its answer, counted into
+fixed buckets (`LATENCY_BUCKETS`, Prometheus' `le` bounds) — a few integers per driver,
+whatever its uptime, so GetStatus can carry the whole histogram. The start time is kept
+per thread: a Run is served from `started()` to `finished()` on one thread (the servicer's
+`run_in_session`), so no token has to pass between them.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+# Upper bounds (seconds) of the run latency buckets; one more bucket counts the rest (+Inf).
+LATENCY_BUCKETS: tuple[float, ...] = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                      0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 @dataclass(frozen=True)
@@ -33,6 +46,10 @@ class RunCounts:
     completed: int = 0
     failed: int = 0
     abandoned: int = 0
+    # Completed runs per latency bucket (len(LATENCY_BUCKETS) + 1, the last one +Inf; not
+    # cumulative) and the sum of their latencies in seconds.
+    latency_counts: tuple[int, ...] = field(default=(0,) * (len(LATENCY_BUCKETS) + 1))
+    latency_sum: float = 0.0
 
 
 class RunStats:
@@ -46,8 +63,12 @@ class RunStats:
         self._abandoned = 0
         self._last_progress = time.monotonic()
         self._busy_since = self._last_progress
+        self._latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
+        self._latency_sum = 0.0
+        self._started_at = threading.local()  # this thread's run: when it started
 
     def started(self) -> None:
+        self._started_at.value = time.monotonic()
         with self._lock:
             if self._in_flight == 0:
                 self._busy_since = time.monotonic()
@@ -66,11 +87,17 @@ class RunStats:
             return max(0.0, now - max(self._last_progress, self._busy_since))
 
     def finished(self, *, succeeded: bool, abandoned: bool) -> None:
+        started_at = getattr(self._started_at, "value", None)
+        self._started_at.value = None
         with self._lock:
             self._in_flight -= 1
             if succeeded:
                 self._last_progress = time.monotonic()
                 self._completed += 1
+                if started_at is not None:
+                    latency = self._last_progress - started_at
+                    self._latency_counts[bisect.bisect_left(LATENCY_BUCKETS, latency)] += 1
+                    self._latency_sum += latency
             elif abandoned:
                 self._abandoned += 1
             else:
@@ -78,4 +105,5 @@ class RunStats:
 
     def snapshot(self) -> RunCounts:
         with self._lock:
-            return RunCounts(self._in_flight, self._completed, self._failed, self._abandoned)
+            return RunCounts(self._in_flight, self._completed, self._failed, self._abandoned,
+                             tuple(self._latency_counts), self._latency_sum)

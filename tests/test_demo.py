@@ -40,7 +40,7 @@ def test_demo_refuses_to_start_drivers_when_told_not_to(runtime_dir):
     env = {**os.environ, "NNRT_RUNTIME_DIR": str(runtime_dir), "NNRT_NO_EMBEDDED": "1"}
     proc = subprocess.run([sys.executable, "-m", "nnrt.client.cli", "demo"], env=env,
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1
+    assert proc.returncode == 3  # no device, as for every command (README, "Exit codes")
     assert "NNRT_NO_EMBEDDED" in proc.stderr
 
 

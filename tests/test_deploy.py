@@ -1,9 +1,11 @@
-"""deploy/: the systemd units verify, agree with each other and with tmpfiles.d, and the
-configuration the device manager's unit names exists and parses."""
+"""deploy/: the systemd units verify, agree with each other, with tmpfiles.d and sysusers.d,
+name their commands without a hard-coded prefix, and the configuration the device manager's
+unit names exists and parses."""
 
 from __future__ import annotations
 
 import configparser
+import os
 import shlex
 import shutil
 import subprocess
@@ -18,7 +20,7 @@ from nnrt.server.devmgr_config import (DEFAULT_CONFIG_TEXT, SYSTEM_CONFIG, load_
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 UNITS = ("nnrt-devmgr.service", "nnrt-driver@.service")
-INSTALLED_BIN = "/usr/local/bin/"
+GPU_DROP_IN = DEPLOY / "nnrt-driver@gpu.service.d" / "gpu.conf"
 
 
 def unit(name: str) -> configparser.ConfigParser:
@@ -28,17 +30,29 @@ def unit(name: str) -> configparser.ConfigParser:
     return parser
 
 
+def exec_starts(text: str) -> list[str]:
+    return [line.split("=", 1)[1] for line in text.splitlines()
+            if line.startswith("ExecStart=")]
+
+
 def test_units_pass_systemd_analyze_verify(tmp_path):
     tool = shutil.which("systemd-analyze")
     if tool is None:
         pytest.skip("systemd-analyze is not installed (Debian: apt-get install systemd; "
                     ".ci/run installs it in CI)")
-    # The units name the installed commands; verify them against this checkout's.
+    # The shipped units, unchanged, name bare commands that systemd finds in /usr/local/bin
+    # or /usr/bin. This checkout's are in a venv: the README's drop-in for an installation
+    # elsewhere (`ExecStart=`, then the absolute command) points them there, as a user would.
     bin_dir = Path(sys.executable).parent
     assert (bin_dir / "nnrt").exists() and (bin_dir / "nnrt-driver").exists()
     for name in UNITS:
-        text = (DEPLOY / name).read_text().replace(INSTALLED_BIN, f"{bin_dir}/")
+        text = (DEPLOY / name).read_text()
         (tmp_path / name).write_text(text)
+        (command,) = exec_starts(text)
+        drop_in = tmp_path / f"{name}.d"
+        drop_in.mkdir()
+        (drop_in / "prefix.conf").write_text(
+            f"[Service]\nExecStart=\nExecStart={bin_dir}/{command}\n")
     done = subprocess.run(
         [tool, "verify", "--man=no", str(tmp_path / "nnrt-devmgr.service"),
          str(tmp_path / "nnrt-driver@cpu.service")],
@@ -65,7 +79,7 @@ def test_devmgr_unit_is_a_notify_service_with_watchdog_and_hardening():
 
 def test_the_config_the_unit_names_exists_and_parses():
     argv = shlex.split(unit("nnrt-devmgr.service")["Service"]["ExecStart"])
-    assert argv[:2] == [f"{INSTALLED_BIN}nnrt", "devmgr"]
+    assert argv[:2] == ["nnrt", "devmgr"]
     named = Path(argv[argv.index("--config") + 1])
     assert named == SYSTEM_CONFIG  # also the default when no --config is given
     shipped = DEPLOY / named.name  # installed from deploy/
@@ -98,3 +112,50 @@ def test_ci_installs_systemd_analyze_only_when_missing():
     script = (ROOT / ".ci" / "run").read_text()
     assert "command -v systemd-analyze" in script
     assert "apt-get install -y --no-install-recommends systemd" in script
+
+
+def test_units_do_not_hard_code_where_the_commands_are():
+    """Bare names (systemd's fixed search path: /usr/local/bin, /usr/bin, ...), the same in
+    the template, the device manager's unit and the GPU driver's drop-in."""
+    commands = {name: exec_starts((DEPLOY / name).read_text()) for name in UNITS}
+    gpu = exec_starts(GPU_DROP_IN.read_text())
+    assert gpu[0] == ""  # the drop-in resets the template's command, then gives its own
+    every = [c for listed in commands.values() for c in listed] + [gpu[1]]
+    assert len(every) == 3
+    for argv in map(shlex.split, every):
+        assert "/" not in argv[0] and argv[0] in ("nnrt", "nnrt-driver"), argv
+    for path in DEPLOY.rglob("*"):
+        if path.is_file():
+            settings = [line for line in path.read_text().splitlines()
+                        if not line.lstrip().startswith("#")]
+            assert not [line for line in settings if "/usr/local/bin" in line], path
+    # and the pip-installed scripts carry those names
+    import tomllib
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert {"nnrt", "nnrt-driver"} <= set(scripts)
+
+
+def test_sysusers_creates_the_group_the_units_and_tmpfiles_use(tmp_path):
+    entries = [line.split() for line in (DEPLOY / "nnrt-sysusers.conf").read_text().splitlines()
+               if line.strip() and not line.startswith("#")]
+    assert entries == [["g", "nnrt", "-"]]  # a system group, gid from the system range
+    groups = {unit(name)["Service"]["Group"] for name in UNITS}
+    tmpfiles_group = [line.split()[4] for line in (DEPLOY / "nnrt.conf").read_text().splitlines()
+                      if line.strip() and not line.startswith("#")]
+    assert groups == set(tmpfiles_group) == {"nnrt"}
+    for name in UNITS:
+        assert "nnrt-sysusers.conf" in (DEPLOY / name).read_text()  # says where the group is from
+    tool = shutil.which("systemd-sysusers")
+    if tool is None:
+        pytest.skip("systemd-sysusers is not installed")
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    as_root = os.geteuid() == 0  # writing a root's /etc/group needs root (chown)
+    done = subprocess.run([tool, f"--root={root}", *([] if as_root else ["--dry-run"]),
+                           str(DEPLOY / "nnrt-sysusers.conf")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Creating group 'nnrt'" in done.stdout + done.stderr
+    if as_root:
+        (line,) = (root / "etc" / "group").read_text().splitlines()
+        assert line.startswith("nnrt:x:")

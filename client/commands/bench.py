@@ -20,7 +20,8 @@ Inputs: `--input` .npy files (checked as by `nnrt run`), or random ones matching
 floats uniform in [0, 1), integers 0, booleans random; a dynamic dimension takes
 `--dynamic-dim` (default 1). On a terminal, a progress bar goes to stderr (none otherwise).
 
-Device choice, the embedded driver and exit codes are those of `nnrt run`.
+Device choice, the embedded driver and exit codes are those of `nnrt run`. Ctrl-C while
+measuring reports what was measured, then exits 130 (`"interrupted": true` in --json).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ import numpy as np
 
 from nnrt.client import model_file
 from nnrt.client.capi._objects import LoweredModel
-from nnrt.client.commands.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, print_json
+from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
+                                         print_json, say)
 from nnrt.client.commands.run import (CommandError, Prepared, RunSlot, _positive_int,
                                       add_model_arguments, check_dim_ranges, check_inputs,
                                       describe_io, finish, load_inputs, load_model, open_device)
@@ -232,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     except CommandError as exc:
         return finish(exc, args.json)
     except KeyboardInterrupt:
-        return finish(CommandError(EXIT_FAILURE, "interrupted"), args.json)
+        return finish(CommandError(EXIT_INTERRUPTED, "interrupted"), args.json)
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -274,7 +276,7 @@ def _bench(args: argparse.Namespace) -> int:
                 slot.close()
             prepared.close()
     if not phase.latencies:
-        raise CommandError(EXIT_FAILURE if interrupted else EXIT_USAGE,
+        raise CommandError(EXIT_INTERRUPTED if interrupted else EXIT_USAGE,
                            "interrupted before any measured run" if interrupted
                            else "no run fitted in the time given")
     result = summary(phase.latencies, phase.elapsed)
@@ -307,4 +309,7 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"latency ms:  p50 {lat['p50']:.3f}  p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  "
               f"min {lat['min']:.3f}  max {lat['max']:.3f}  mean {lat['mean']:.3f}")
         print(f"throughput:  {result['throughput_per_s']:.1f} runs/s")
-    return EXIT_FAILURE if interrupted else EXIT_OK
+    if interrupted:  # what was measured is reported; the exit code says it is partial
+        say("interrupted")
+        return EXIT_INTERRUPTED
+    return EXIT_OK

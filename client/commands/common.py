@@ -20,10 +20,32 @@ from nnrt.server.devmgr import describe_exit
 from nnrt.server.devmgr_ctl import DevmgrUnavailable, ctl_path, request
 from nnrt.server.runtime_dir import driver_names, grpc_socket, runtime_dir
 
+# One exit code per kind of failure, the same in every subcommand (`nnrt --help` and the
+# README's "Exit codes" table show EXIT_CODES; a test holds the three together). Decisions:
+# a deadline that passes is a failed job (1), not a kind of its own, since a script reacts to
+# it as to any failed run; a daemon's unusable configuration is "failed to start" (1), as
+# systemd's units report it, while a bad file named to a client command is bad input (2);
+# 3 is "the runtime directory is not as the command needs it": nothing to use there for a
+# client, the name already taken there for a daemon; Ctrl-C is 128 + SIGINT, as in a shell.
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success",
+    EXIT_FAILURE: "the job failed: the device refused the model, a run failed or passed its "
+                  "deadline, a driver is not healthy (status), an output cannot be written, "
+                  "the device manager cannot start (e.g. an unusable configuration)",
+    EXIT_USAGE: "bad usage or bad input: the command line, a model or input file that cannot "
+                "be read or does not fit the model",
+    EXIT_UNREACHABLE: "nothing to use: no device, driver or device manager answers in the "
+                      "runtime directory, or no device of that name; devmgr: another device "
+                      "manager already runs there",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGINT); devmgr: SIGINT, like SIGTERM, is a "
+                      "requested stop (0)",
+}
 
 PROBE_TIMEOUT = 1.0
 _EMPTY = empty_pb2.Empty()
@@ -32,7 +54,9 @@ _EMPTY = empty_pb2.Empty()
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--runtime-dir", type=Path,
-                        help="where the drivers are (default: $NNRT_RUNTIME_DIR, see README)")
+                        help="where the drivers are (default: $NNRT_RUNTIME_DIR, else "
+                             "/run/nnrt when it exists and we may enter it, else "
+                             "$XDG_RUNTIME_DIR/nnrt, else /tmp/nnrt-$UID)")
 
 
 def directory_of(args: argparse.Namespace) -> Path:

@@ -22,10 +22,10 @@ The device: `--device` by ID, full name (`nnrt-cpu_nnrt_v2_1`), device-name part
 driver in the runtime directory an embedded CPU driver is started for the run, as for
 `nnrt demo` (client/embedded.py), and said so on stderr; `NNRT_NO_EMBEDDED=1` forbids it.
 
-Exit codes: 0 ok, 1 failed (the device refused the model, the run failed or timed out, an
-output could not be written), 2 bad usage or bad input (unreadable or invalid model file,
-inputs that do not match the model), 3 no device (none running and no embedded one, or no
-device of that name).
+Exit codes (client/commands/common.py EXIT_CODES): 0 ok, 1 failed (the device refused the
+model, the run failed or timed out, an output could not be written), 2 bad usage or bad
+input (unreadable or invalid model file, inputs that do not match the model), 3 no device
+(none running and no embedded one, or no device of that name), 130 interrupted.
 
 This module also holds what `nnrt bench` shares with it: loading and checking inputs,
 opening the device, preparing, and the buffers of one run in flight.
@@ -47,8 +47,9 @@ import numpy as np
 
 from nnrt.client import model_file
 from nnrt.client.capi._objects import IODesc, LoweredModel
-from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE,
-                                         add_common_arguments, print_json, say, table)
+from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK,
+                                         EXIT_UNREACHABLE, EXIT_USAGE, add_common_arguments,
+                                         print_json, say, table)
 from nnrt.client.devices import Device, DeviceRegistry
 from nnrt.client.embedded import DISABLE_ENV, embedded_disabled, find_or_start
 from nnrt.client.hdi import DriverClient, DriverGone, SharedMemory
@@ -267,7 +268,7 @@ def open_device(args: argparse.Namespace) -> Iterator[Target]:
         raise CommandError(EXIT_UNREACHABLE, f"no device: no driver in {directory} and "
                                              f"{DISABLE_ENV} is set")
     try:
-        found, embedded = find_or_start()
+        found, embedded = find_or_start(announce=False)  # said here, once
     except RuntimeError as exc:
         raise CommandError(EXIT_FAILURE, f"cannot start an embedded driver: {exc}") from None
     if embedded is not None:
@@ -445,6 +446,8 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
     except CommandError as exc:
         return finish(exc, args.json)
+    except KeyboardInterrupt:  # sessions closed, an embedded driver stopped on the way here
+        return finish(CommandError(EXIT_INTERRUPTED, "interrupted"), args.json)
 
 
 def _run(args: argparse.Namespace) -> int:
