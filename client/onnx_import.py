@@ -106,9 +106,19 @@ class IOInfo:
 # -- loading and describing ------------------------------------------------------------------
 
 
+def _onnx() -> Any:
+    """The onnx package, which only the ONNX import needs (the `onnx` extra)."""
+    try:
+        import onnx
+    except ImportError as exc:
+        raise OnnxImportError("the ONNX import needs the onnx package: "
+                              "pip install 'nnrt[onnx]' (or pip install onnx)") from exc
+    return onnx
+
+
 def load_onnx(source: Any) -> Any:
     """A ModelProto from a path, bytes or a ModelProto (external data beside the file)."""
-    import onnx
+    onnx = _onnx()
 
     if isinstance(source, onnx.ModelProto):
         return source
@@ -127,7 +137,7 @@ def load_onnx(source: Any) -> Any:
 
 
 def _type_string(elem_type: int) -> str:
-    import onnx
+    onnx = _onnx()
 
     name = onnx.TensorProto.DataType.Name(elem_type).lower()
     return "tensor(" + {"float": "float", "double": "double", "float16": "float16"}.get(
@@ -270,7 +280,7 @@ class _Importer:
     # -- shapes and values ----------------------------------------------------------------------
 
     def infer(self) -> None:
-        import onnx
+        onnx = _onnx()
         from onnx import helper, shape_inference
 
         graph = self.graph
@@ -1429,7 +1439,7 @@ def import_onnx(source: Any, *, input_shapes: Mapping[str, Sequence[int | None]]
     {"x": [1, 3, 224, 224]}: needed where a Shape of a dynamic tensor feeds the graph.
     The Model's inputs and outputs are the graph's, in the ONNX layout, under their names.
     OnnxImportError when something cannot be mapped exactly."""
-    import onnx
+    onnx = _onnx()
 
     proto = onnx.ModelProto()
     proto.CopyFrom(load_onnx(source))
