@@ -84,14 +84,25 @@ from pathlib import Path
 import grpc
 from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from nnrt.protos import admin_pb2_grpc, hdi_pb2_grpc
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.devmgr_config import (Config, ConfigError, DriverSpec, Settings,
-                                       default_config_path, load_config)
+from nnrt.server.devmgr_config import (
+    Config,
+    ConfigError,
+    DriverSpec,
+    Settings,
+    default_config_path,
+    load_config,
+)
 from nnrt.server.devmgr_ctl import ControlServer, DevmgrAlreadyRunning
+from nnrt.server.journal import JournalFormatter, stderr_is_journal
 from nnrt.server.runtime_dir import ENV as RUNTIME_DIR_ENV
-from nnrt.server.runtime_dir import grpc_socket, runtime_dir, session_socket, stale_socket
+from nnrt.server.runtime_dir import (
+    grpc_socket,
+    runtime_dir,
+    session_socket,
+    stale_socket,
+)
 
 log = logging.getLogger("nnrt.devmgr")
 
@@ -274,28 +285,6 @@ class Notifier:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
-
-
-_PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3,
-             logging.CRITICAL: 2}
-
-
-class JournalFormatter(logging.Formatter):
-    """`<N>message`: journald reads the syslog priority and adds its own timestamp."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return f"<{_PRIORITY.get(record.levelno, 6)}>{super().format(record)}"
-
-
-def stderr_is_journal() -> bool:
-    """True when stderr is the journal stream systemd says it is (JOURNAL_STREAM=dev:ino)."""
-    value = os.environ.get("JOURNAL_STREAM", "")
-    try:
-        device, inode = (int(part) for part in value.split(":"))
-        st = os.fstat(sys.stderr.fileno())
-    except (ValueError, OSError):
-        return False
-    return (st.st_dev, st.st_ino) == (device, inode)
 
 
 def setup_logging(level: str) -> None:
@@ -1169,7 +1158,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _metrics_address(text: str) -> str:
-    from nnrt.server.metrics import parse_address  # prometheus_client only when asked for
+    from nnrt.server.metrics import (
+        parse_address,  # prometheus_client only when asked for
+    )
 
     try:
         parse_address(text)

@@ -41,6 +41,7 @@ from nnrt.drivers import DEVICE_KINDS, DeviceUnavailable, load_device, reference
 from nnrt.server import buffers
 from nnrt.server.faults import DEVICE_STATUS, PLAIN_FIELDS, FaultInjection, Faults
 from nnrt.server.host import STALL_TIMEOUT, DriverAlreadyRunning, DriverHost
+from nnrt.server.journal import JournalFormatter, stderr_is_journal
 from nnrt.server.runtime_dir import UnsafeRuntimeDir, runtime_dir
 from nnrt.server.sessions import DEFAULT_MAX_RUNS_PER_SESSION, ChannelPolicy
 
@@ -278,30 +279,6 @@ def raise_fd_limit() -> tuple[int, int]:
             log.warning("cannot raise the fd limit from %d to %d: %s", soft, target, exc)
     log.info("fd limit: %s (hard %s)", soft, hard)
     return soft, hard
-
-
-# syslog priorities of the levels (sd-daemon(3) `<N>` prefixes); the same as server/devmgr.py's.
-_PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3,
-             logging.CRITICAL: 2}
-
-
-class JournalFormatter(logging.Formatter):
-    """`<N>line`: journald reads the priority from the prefix and adds its own timestamp."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return f"<{_PRIORITY.get(record.levelno, 6)}>{super().format(record)}"
-
-
-def stderr_is_journal() -> bool:
-    """True when stderr is the journal stream systemd names in JOURNAL_STREAM (dev:inode),
-    as for `nnrt devmgr`. Checked against fd 2 itself: a JOURNAL_STREAM inherited by a
-    process whose stderr was redirected elsewhere does not count."""
-    try:
-        device, inode = (int(part) for part in os.environ.get("JOURNAL_STREAM", "").split(":"))
-        st = os.fstat(sys.stderr.fileno())
-    except (ValueError, OSError):
-        return False
-    return (st.st_dev, st.st_ino) == (device, inode)
 
 
 def setup_logging(level: str, name: str) -> None:

@@ -119,6 +119,16 @@ def client(shared_driver: RunningDriver) -> Iterator[DriverClient]:
         yield session
 
 
+@pytest.fixture
+def devmgrs():
+    """Device managers started by a test (tests/devmgr_util.start_devmgr); everything they
+    ran is gone after it."""
+    started = []
+    yield started
+    for devmgr in started:
+        devmgr.kill_everything()
+
+
 def admin_details(driver: RunningDriver) -> dict[str, str]:
     """What a driver's device reports in its admin status (`details`)."""
     import grpc

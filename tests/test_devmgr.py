@@ -27,15 +27,6 @@ from tests.devmgr_util import (FAST_CONFIG, WAIT, NotifyListener, config_text, p
 SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
-@pytest.fixture
-def devmgrs():
-    """Device managers started by a test; everything they ran is gone after it."""
-    started = []
-    yield started
-    for devmgr in started:
-        devmgr.kill_everything()
-
-
 # -- configuration (no processes) -------------------------------------------------------------
 
 

@@ -36,14 +36,6 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 DEPLOY_CONFIG = os.path.join(os.path.dirname(__file__), "..", "deploy", "devmgr.toml")
 
 
-@pytest.fixture
-def devmgrs():
-    started = []
-    yield started
-    for devmgr in started:
-        devmgr.kill_everything()
-
-
 def _wait_health(path, wanted: int, timeout: float) -> float | None:
     """Seconds until `path` answers `wanted`, None if it does not within `timeout`."""
     started = time.monotonic()

@@ -58,14 +58,6 @@ def config(standby: str = "true", restart: str = "always") -> str:
     return CONFIG.format(standby=standby, restart=restart)
 
 
-@pytest.fixture
-def devmgrs():
-    started = []
-    yield started
-    for devmgr in started:
-        devmgr.kill_everything()
-
-
 def spare_ready(drivers: dict) -> bool:
     cpu = drivers.get("cpu", {})
     return cpu.get("state") == "ready" and (cpu.get("standby") or {}).get("state") == "ready"

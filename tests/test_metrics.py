@@ -25,14 +25,6 @@ from tests.devmgr_util import WAIT, config_text, start_devmgr
 from tests.test_driver_process import add_model, io
 
 
-@pytest.fixture
-def devmgrs():
-    started = []
-    yield started
-    for devmgr in started:
-        devmgr.kill_everything()
-
-
 # -- no processes ---------------------------------------------------------------------------
 
 
