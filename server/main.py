@@ -7,7 +7,7 @@
     nnrt-driver gpu                       # the first OpenCL GPU
     nnrt-driver gpu --cl-device any       # any OpenCL device (PoCL's CPU device in tests)
     nnrt-driver gpu --cl-device 1:0 --gpu-memory-mb 4096
-    nnrt-driver accel --spec deploy/npu-sim.toml   # the NPU simulator
+    nnrt-driver accel --spec npu-sim.toml   # the NPU simulator with a spec of your own
 
 SIGTERM or SIGINT: stop accepting, let calls in flight finish (up to --grace seconds),
 remove the sockets, exit 0. `--lifeline-fd N` (client/embedded.py): the same stop when
@@ -54,7 +54,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("kind", choices=sorted(DEVICE_KINDS), help="which device to serve")
     parser.add_argument("--name", help="socket name (default: the kind)")
     parser.add_argument("--runtime-dir", type=Path,
-                        help="socket directory (default: $NNRT_RUNTIME_DIR, see README)")
+                        help="socket directory (default: $NNRT_RUNTIME_DIR, else /run/nnrt when "
+                             "usable, else $XDG_RUNTIME_DIR/nnrt, else /tmp/nnrt-$UID)")
     parser.add_argument("--grace", type=float, default=10.0,
                         help="seconds calls in flight may take to finish at SIGTERM (default 10)")
     parser.add_argument("--log-level", default="INFO",
@@ -106,7 +107,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     accel = parser.add_argument_group("accel driver (the NPU simulator)")
     accel.add_argument("--spec", type=Path, default=None, metavar="SPEC.toml",
                        help="the simulated device's specification (default: the built-in "
-                            "one, deploy/npu-sim.toml)")
+                            "one, a small mobile NPU)")
     faults = parser.add_argument_group("fault injection (for tests; off by default)")
     faults.add_argument("--fault-run-delay-ms", type=int, default=0, metavar="N",
                         help="delay every Run by N ms (abandoned when its caller gives up)")
