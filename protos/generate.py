@@ -25,7 +25,7 @@ from pathlib import Path
 log = logging.getLogger("nnrt.protos.generate")
 
 PROTO_DIR = Path(__file__).resolve().parent
-DEFAULT_SPEC = PROTO_DIR.parent.parent / "shared" / "spec" / "hdi_ops.json"
+DEFAULT_SPEC = PROTO_DIR.parent / "spec" / "hdi_ops.json"  # the repository's copy (spec/README.md)
 HAND_WRITTEN = ("hdi_types.proto", "model_types.proto", "hdi.proto", "admin.proto")
 GENERATED_PROTO = "node_attrs.proto"
 # The oneof member for NodeType value v has field number ATTR_FIELD_BASE + v.
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         "--spec",
         type=Path,
         default=Path(os.environ.get("NNRT_HDI_OPS", DEFAULT_SPEC)),
-        help="hdi_ops.json (default: ../shared/spec/hdi_ops.json beside the repository)",
+        help="hdi_ops.json (default: the repository's spec/hdi_ops.json)",
     )
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     args = parser.parse_args(argv)

@@ -29,7 +29,7 @@ from nnrt.client.capi.enums import OH_NN_DataType, OH_NN_OperationType, OH_NN_Te
 log = logging.getLogger("nnrt.client.capi.gen_operations")
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_SPEC = HERE.parent.parent.parent / "shared" / "spec" / "capi_ops.json"
+DEFAULT_SPEC = HERE.parent.parent / "spec" / "capi_ops.json"  # the repository's copy (spec/README.md)
 TABLE = HERE / "operation_table.py"
 
 # The spec's element-count rules (`params[].shape`) → the rule operations.py applies.
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--spec", type=Path, default=Path(os.environ.get("NNRT_CAPI_OPS", DEFAULT_SPEC)),
-        help="capi_ops.json (default: ../shared/spec/capi_ops.json beside the repository)")
+        help="capi_ops.json (default: the repository's spec/capi_ops.json)")
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
