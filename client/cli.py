@@ -159,16 +159,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if ok else EXIT_FAILURE
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text}")
-    return value
-
-
 # -- the parser -----------------------------------------------------------------------------
 
 
@@ -203,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     from nnrt.client.commands import bench, devices, run, status
     from nnrt.client.commands import compile as compile_command
     from nnrt.client.commands import convert as convert_command
+    from nnrt.client.commands.common import positive_float
     from nnrt.server import devmgr as devmgr_module
 
     parser = argparse.ArgumentParser(prog="nnrt", description="NNRt drivers and clients.",
@@ -216,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "compile an MLP on a device, run it and check the "
                                       "result against numpy.")
     demo.add_argument("--device", help="device name (default: the first device)")
-    demo.add_argument("--timeout", type=_positive_seconds, default=DEMO_TIMEOUT, metavar="S",
+    demo.add_argument("--timeout", type=positive_float, default=DEMO_TIMEOUT, metavar="S",
                       help=f"deadline of listing, compiling and running in s "
                            f"(default {DEMO_TIMEOUT:g})")
     demo.set_defaults(func=cmd_demo)

@@ -73,13 +73,11 @@ class PreparedModel(ABC):
         the client's buffers. Raise DriverError with the hdi.md code on failure.
         """
 
-    def run_into(self, inputs: Sequence[np.ndarray], targets: Sequence[np.ndarray],
-                 cancelled: CancelCheck) -> bool:
-        """Like run, for a model whose output shapes are static, writing the outputs straight
-        into `targets` (the client's output windows, shaped and typed) — for a device that
-        copies its results out anyway (a GPU), one copy instead of two. False: not done
-        (nothing written), the host calls run instead."""
-        return False
+    # True for a model that writes its outputs straight into the client's windows: a device
+    # that copies its results out anyway (a GPU) then copies once. Such a model defines
+    # run_into(inputs, targets, cancelled), which the host calls instead of run when the
+    # output shapes are static (targets: the output windows, shaped and typed).
+    writes_into_outputs: bool = False
 
     def export_cache(self) -> list[bytes]:
         raise DriverError(NNRT_NOT_SUPPORT, "this device cannot export a model cache")

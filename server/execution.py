@@ -150,13 +150,12 @@ def execute(entry: PreparedEntry, inputs: Sequence[ht.IOTensor], outputs: Sequen
         static = entry.static_output_shapes
         if static is not None:
             _check_fit(model.outputs, outputs, static)
-            targets = [region.array(io.data.offset, spec.dtype, math.prod(shape)).reshape(shape)
-                       for spec, io, shape, region in zip(model.outputs, outputs, static,
-                                                          regions[len(inputs):])]
-            done = model.run_into(views, targets, cancelled)
-            del targets
-            if done:
-                del views
+            if model.writes_into_outputs:
+                targets = [region.array(io.data.offset, spec.dtype, math.prod(shape))
+                           .reshape(shape) for spec, io, shape, region
+                           in zip(model.outputs, outputs, static, regions[len(inputs):])]
+                model.run_into(views, targets, cancelled)
+                del targets, views
                 return [list(s) for s in static]
         results = model.run(views, cancelled)
         del views

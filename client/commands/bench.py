@@ -39,7 +39,7 @@ import numpy as np
 from nnrt.client import model_file
 from nnrt.client.capi._objects import LoweredModel
 from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
-                                         print_json, say)
+                                         positive_float, print_json, say)
 from nnrt.client.commands.run import (CommandError, Prepared, RunSlot, _positive_int,
                                       add_model_arguments, check_dim_ranges, check_inputs,
                                       describe_io, finish, load_inputs, load_model, open_device)
@@ -60,7 +60,7 @@ def add_parser(sub) -> None:
     amount = parser.add_mutually_exclusive_group()
     amount.add_argument("--runs", "-n", type=_positive_int,
                         help=f"measured runs (default {DEFAULT_RUNS})")
-    amount.add_argument("--seconds", "-s", type=_positive_float,
+    amount.add_argument("--seconds", "-s", type=positive_float,
                         help="measure for this long instead of a number of runs")
     parser.add_argument("--warmup", type=_non_negative_int, default=DEFAULT_WARMUP, metavar="N",
                         help=f"runs before measuring (default {DEFAULT_WARMUP})")
@@ -70,16 +70,6 @@ def add_parser(sub) -> None:
                         help="size of a dynamic dimension of random inputs (default 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     parser.set_defaults(func=run)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text}")
-    return value
 
 
 def _non_negative_int(text: str) -> int:

@@ -201,3 +201,14 @@ def print_json(data: object) -> None:
 def say(message: str) -> None:
     """A message for the person, not the parser: stderr."""
     print(f"nnrt: {message}", file=sys.stderr)
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return value

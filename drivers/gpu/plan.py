@@ -127,18 +127,20 @@ class GpuPlan:
         ops = {i: create_op(graph.nodes[i]) for i in graph.execution_order}
         self.ops = [ops[i] for i in graph.execution_order]  # shape inference order
         fused, absorbed = _fusion(graph, ops)
-        placed: list[tuple[int, int, Scheduled]] = []  # (position, tiebreak, entry)
+        # Each entry at its node's position; a fused producer at the absorbed node's (the
+        # positions stay distinct: the absorbed node has no entry of its own).
+        placed: dict[int, Scheduled] = {}
         for p, index in enumerate(graph.execution_order):
             if index in absorbed:
                 continue
             if index in fused:
                 where, entry = fused[index]
-                placed.append((where, 0, entry))
+                placed[where] = entry
             else:
                 op = ops[index]
-                placed.append((p, 0, Scheduled(op, tuple(t.index for t in op.node.inputs),
-                                               tuple(t.index for t in op.node.outputs))))
-        self.schedule = [entry for _, _, entry in sorted(placed, key=lambda e: e[:2])]
+                placed[p] = Scheduled(op, tuple(t.index for t in op.node.inputs),
+                                      tuple(t.index for t in op.node.outputs))
+        self.schedule = [placed[p] for p in sorted(placed)]
         if fused:
             log.info("%s: %d epilogues fused (%s)", owner, len(fused), ", ".join(
                 f"{graph.nodes[e.absorbed].name} into {e.op.node.name}"
