@@ -267,6 +267,73 @@ def test_run_refuses_bad_inputs(shared_driver, saved, tmp_path):
     assert proc.returncode == 2 and "must be positive" in proc.stderr
 
 
+def test_run_npz_inputs_and_outputs(shared_driver, saved, tmp_path):
+    """One .npz for every input (by name, or arr_0.. by position), outputs into one .npz."""
+    rt = shared_driver.runtime_dir
+    rng = np.random.default_rng(11)
+    a, b = (rng.standard_normal((2, 3)).astype(np.float32) for _ in range(2))
+    np.savez(tmp_path / "named.npz", b=b, a=a)  # order does not matter with names
+    np.savez(tmp_path / "positional.npz", a, b)  # arr_0, arr_1
+    for source in ("named", "positional"):
+        out = tmp_path / f"{source}_out.npz"
+        proc = nnrt("run", saved["two"], "-i", tmp_path / f"{source}.npz", "--output", out,
+                    "--json", runtime_dir=rt)
+        assert proc.returncode == 0, proc.stderr
+        report = json.loads(proc.stdout)
+        keys = {"named": ["a", "b"], "positional": ["arr_0", "arr_1"]}[source]
+        assert [e["file"] for e in report["inputs"]] == \
+            [f"{tmp_path / f'{source}.npz'}[{k}]" for k in keys]
+        first, second = report["outputs"]
+        assert first["file"] == f"{out}[{first['name']}]"
+        with np.load(out) as written:  # keyed by the outputs' names
+            assert sorted(written.files) == sorted([first["name"], second["name"]])
+            np.testing.assert_allclose(written[first["name"]], a + b * 0.5, rtol=1e-6)
+            np.testing.assert_array_equal(written[second["name"]], np.maximum(a, 0))
+    # the table, and --output-dir ending in .npz: the same archive
+    proc = nnrt("run", saved["two"], "-i", tmp_path / "named.npz", "--output-dir",
+                tmp_path / "sub" / "t.npz", runtime_dir=rt)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{tmp_path / 'named.npz'}[a]" in proc.stdout
+    assert len(np.load(tmp_path / "sub" / "t.npz").files) == 2
+
+    np.savez(tmp_path / "wrong.npz", x=a, y=b)
+    np.savez(tmp_path / "extra.npz", a=a, b=b, c=b)
+    np.savez(tmp_path / "one.npz", a)
+    np.save(tmp_path / "a.npy", a)
+    (tmp_path / "outdir.npz").mkdir()
+    cases = [
+        (("-i", tmp_path / "wrong.npz"),
+         r"wrong.npz holds arrays \['x', 'y'\]: the model's inputs are 'a' float32 \[2, 3\]; "
+         r"'b' float32 \[2, 3\]; name the arrays \['a', 'b'\] \(missing: \['a', 'b'\], not "
+         r"inputs: \['x', 'y'\]\), or arr_0.. in that order"),
+        (("-i", tmp_path / "extra.npz"), r"extra.npz holds arrays that are not inputs of the "
+                                         r"model: \['c'\] \(its inputs: \['a', 'b'\]\)"),
+        (("-i", tmp_path / "one.npz"), r"one.npz holds arrays \['arr_0'\]"),
+        (("-i", tmp_path / "a.npy", "-i", tmp_path / "named.npz"),
+         r"named.npz is an .npz archive: give it alone"),
+        (("-i", tmp_path / "named.npz", "-o", tmp_path / "outdir.npz"),
+         r"outdir.npz is a directory, not a .npz file"),
+    ]
+    procs = nnrt_each([("run", saved["two"], *args) for args, _ in cases], rt)
+    for (args, pattern), proc in zip(cases, procs):
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert re.search(pattern, proc.stderr), (pattern, proc.stderr)
+    help_text = nnrt("run", "--help", runtime_dir=rt).stdout
+    assert ".npz" in help_text and ".npy" in help_text
+    assert ".npz" in nnrt("bench", "--help", runtime_dir=rt).stdout
+
+
+def test_bench_npz_inputs(shared_driver, saved, tmp_path):
+    np.savez(tmp_path / "x.npz", features=np.zeros((3, 16), np.float32))
+    proc = nnrt("bench", saved["mlp"], "-i", tmp_path / "x.npz", "--runs", "3", "--json",
+                runtime_dir=shared_driver.runtime_dir)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["inputs"] == [{"name": "features", "dtype": "float32", "shape": [3, 16],
+                                 "source": f"{tmp_path / 'x.npz'}[features]"}]
+    assert report["outputs"][0]["shape"] == [3, 10]
+
+
 def test_failures_exit_1(runtime_dir, saved, tmp_path):
     """A model the device refuses; a run past its --timeout (a driver delaying every run)."""
     builder = HdiModelBuilder("mixed")

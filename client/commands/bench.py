@@ -16,7 +16,8 @@ buffers in the driver's session and runs back to back (one run in flight per thr
 fit in `--seconds` S. Latency is one Run round trip as the client sees it; throughput is the
 measured runs over the measured wall time.
 
-Inputs: `--input` .npy files (checked as by `nnrt run`), or random ones matching the model:
+Inputs: `--input` .npy files, one per input, or one .npz archive (by input name, or arr_0,
+arr_1, ... in order; checked as by `nnrt run`), or random ones matching the model:
 floats uniform in [0, 1), integers 0, booleans random; a dynamic dimension takes
 `--dynamic-dim` (default 1). On a terminal, a progress bar goes to stderr (none otherwise).
 
@@ -230,8 +231,8 @@ def run(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     lowered = load_model(args.model)
     if args.inputs:
-        sources = [str(p) for p in args.inputs]
-        arrays = check_inputs(lowered, load_inputs(args.inputs), sources)
+        arrays, sources = load_inputs(args.inputs, lowered)
+        arrays = check_inputs(lowered, arrays, sources)
     else:
         arrays = random_inputs(lowered, args.dynamic_dim, args.seed)
         sources = ["random"] * len(arrays)

@@ -10,12 +10,17 @@ client/onnx_import.py when the file is named .onnx) on a device and run it once.
     input   x          float32  [4, 16]  x.npy
     output  Tensor: 7  float32  [4, 10]  out/Tensor_7.npy
 
-Inputs are `.npy` files, one per model input in the model's order, checked before any
+Inputs are `.npy` files, one per model input in the model's order, or one `.npz` archive
+holding them all: its arrays matched to the inputs by name when every input's name is in it,
+else by position when it holds exactly `arr_0`, `arr_1`, ... (what `np.savez(path, *arrays)`
+writes); otherwise the error lists the names the model expects. They are checked before any
 device is asked: their count, data type (exact; a non-native byte order is converted) and
 shape (rank, every fixed dimension; a dynamic one must be within the device's
 GetInputDimRanges). Each output is written to `<output-dir>/<name>.npy`, its name from the
 model's I/O descriptors with every run of characters other than letters, digits, `.`, `_`
-and `-` replaced by `_` (`Tensor: 7` -> `Tensor_7.npy`).
+and `-` replaced by `_` (`Tensor: 7` -> `Tensor_7.npy`) — or, when the output path ends in
+`.npz`, all of them into that one archive, each under its output name as the descriptors
+give it (`np.load(path)["Tensor: 7"]`).
 
 The device: `--device` by ID, full name (`nnrt-cpu_nnrt_v2_1`), device-name part
 (`nnrt-cpu` or `cpu`), driver (socket) name or type (`cpu`); default the first. With no
@@ -42,6 +47,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -74,13 +80,17 @@ class CommandError(Exception):
 
 def add_parser(sub) -> None:
     parser = sub.add_parser(
-        "run", help="compile a model (.nnrt or .onnx) and run it once on .npy inputs",
+        "run", help="compile a model (.nnrt or .onnx) and run it once on .npy/.npz inputs",
         description="Compile a model — a saved model (.nnrt) or an ONNX model (.onnx, "
-                    "imported on the fly) — on a device, run it once on .npy inputs and write "
-                    "each output as <output-dir>/<name>.npy.")
+                    "imported on the fly) — on a device, run it once on .npy inputs (or one "
+                    ".npz archive) and write each output as <output-dir>/<name>.npy, or all "
+                    "of them into one .npz archive when the output path ends in .npz.")
     add_model_arguments(parser)
-    parser.add_argument("--output-dir", type=Path, default=Path("."),
-                        help="where the outputs are written (default: the current directory)")
+    parser.add_argument("--output-dir", "--output", "-o", dest="output_dir", type=Path,
+                        default=Path("."), metavar="PATH",
+                        help="where the outputs are written: a directory, one <name>.npy "
+                             "per output (default: the current directory), or a file ending "
+                             "in .npz holding every output under its name")
     parser.set_defaults(func=run)
 
 
@@ -89,8 +99,10 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, inputs_required: boo
     parser.add_argument("model", type=Path,
                         help="the model: a saved model (.nnrt) or an ONNX model (.onnx)")
     parser.add_argument("--input", "-i", dest="inputs", action="append", type=Path, default=[],
-                        metavar="NPY", help="a .npy file per model input, in order"
-                        + ("" if inputs_required else " (default: random inputs)"))
+                        metavar="FILE", help="a .npy file per model input, in order, or one "
+                        ".npz archive holding every input (by input name, or arr_0, arr_1, "
+                        "... in order)" + ("" if inputs_required else
+                                         " (default: random inputs)"))
     parser.add_argument("--device", "-d", help="device ID, name, driver or type "
                                                "(default: the first device)")
     parser.add_argument("--float16", action="store_true",
@@ -146,19 +158,57 @@ def describe_io(desc: IODesc) -> str:
     return f"{desc.name!r} {model_file.dtype_of(desc)} {model_file.shape_text(desc.shape)}"
 
 
-def load_inputs(paths: Sequence[Path]) -> list[np.ndarray]:
-    arrays = []
+def load_inputs(paths: Sequence[Path],
+                lowered: LoweredModel | None = None) -> tuple[list[np.ndarray], list[str]]:
+    """The input arrays and where each came from: one .npy per input, or one .npz archive
+    whose arrays are matched to `lowered`'s inputs by name, else as arr_0, arr_1, ..."""
+    arrays, sources = [], []
     for path in paths:
         try:
             array = np.load(path, allow_pickle=False)
         except OSError as exc:
             raise CommandError(EXIT_USAGE, f"cannot read {path}: {exc.strerror or exc}") from None
         except ValueError as exc:  # not a .npy file, or an object array
-            raise CommandError(EXIT_USAGE, f"cannot read {path} as a .npy array: {exc}") from None
+            raise CommandError(EXIT_USAGE, f"cannot read {path} as a .npy array: "
+                                           f"{exc}") from None
         if not isinstance(array, np.ndarray):  # an .npz archive
-            raise CommandError(EXIT_USAGE, f"{path} is an .npz archive: give one .npy per input")
+            if len(paths) != 1:
+                raise CommandError(EXIT_USAGE, f"{path} is an .npz archive: give it alone "
+                                               f"(it holds every input), or one .npy per input")
+            with array:
+                return _npz_inputs(path, array, lowered)
         arrays.append(array)
-    return arrays
+        sources.append(str(path))
+    return arrays, sources
+
+
+def _npz_inputs(path: Path, archive: Any,
+                lowered: LoweredModel | None) -> tuple[list[np.ndarray], list[str]]:
+    keys = list(archive.files)
+    names = [d.name for d in lowered.inputs] if lowered is not None else []
+    positional = [f"arr_{i}" for i in range(len(names))]
+    if names and set(names) <= set(keys) and len(set(names)) == len(names):
+        chosen = names
+    elif sorted(keys) == sorted(positional):
+        chosen = positional
+    else:
+        wanted = "; ".join(describe_io(d) for d in lowered.inputs) if lowered else "?"
+        extra = sorted(set(keys) - set(names))
+        missing = [n for n in names if n not in keys]
+        raise CommandError(EXIT_USAGE, f"{path} holds arrays {keys}: the model's "
+                                       f"input{'s are' if len(names) != 1 else ' is'} "
+                                       f"{wanted}; name the arrays {names} (missing: "
+                                       f"{missing}{f', not inputs: {extra}' if extra else ''}), "
+                                       f"or arr_0.. in that order")
+    extra = sorted(set(keys) - set(chosen))
+    if extra:
+        raise CommandError(EXIT_USAGE, f"{path} holds arrays that are not inputs of the model: "
+                                       f"{extra} (its inputs: {names})")
+    try:
+        arrays = [archive[k] for k in chosen]
+    except ValueError as exc:  # an object array
+        raise CommandError(EXIT_USAGE, f"cannot read {path}: {exc}") from None
+    return arrays, [f"{path}[{k}]" for k in chosen]
 
 
 def check_inputs(lowered: LoweredModel, arrays: Sequence[np.ndarray],
@@ -219,6 +269,21 @@ def output_file_names(descs: Sequence[IODesc]) -> list[str]:
             name = f"{base}_{n}"
         used.add(name.lower())
         names.append(f"{name}.npy")
+    return names
+
+
+def npz_output_names(descs: Sequence[IODesc]) -> list[str]:
+    """The key of each output in a .npz archive: its name; made unique (`name_2`) and never
+    empty (`output_<i>`)."""
+    names, used = [], set()
+    for i, desc in enumerate(descs):
+        base = desc.name or f"output_{i}"
+        name, n = base, 1
+        while name in used:
+            n += 1
+            name = f"{base}_{n}"
+        used.add(name)
+        names.append(name)
     return names
 
 
@@ -452,11 +517,19 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     lowered = load_model(args.model)
-    arrays = check_inputs(lowered, load_inputs(args.inputs), [str(p) for p in args.inputs])
+    arrays, sources = load_inputs(args.inputs, lowered)
+    arrays = check_inputs(lowered, arrays, sources)
     out_dir: Path = args.output_dir
-    if out_dir.exists() and not out_dir.is_dir():
-        raise CommandError(EXIT_USAGE, f"--output-dir {out_dir} is not a directory")
-    files = [out_dir / name for name in output_file_names(lowered.outputs)]
+    archive = out_dir.suffix.lower() == ".npz"
+    if archive:
+        if out_dir.is_dir():
+            raise CommandError(EXIT_USAGE, f"--output {out_dir} is a directory, not a .npz file")
+        keys = npz_output_names(lowered.outputs)
+        files = [f"{out_dir}[{k}]" for k in keys]
+    else:
+        if out_dir.exists() and not out_dir.is_dir():
+            raise CommandError(EXIT_USAGE, f"--output-dir {out_dir} is not a directory")
+        files = [out_dir / name for name in output_file_names(lowered.outputs)]
     with open_device(args) as target:
         prepared = Prepared(target, lowered, float16=args.float16)
         try:
@@ -472,14 +545,19 @@ def _run(args: argparse.Namespace) -> int:
         finally:
             prepared.close()
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for path, result in zip(files, results):
-            np.save(path, result)
+        if archive:
+            out_dir.parent.mkdir(parents=True, exist_ok=True)
+            with open(out_dir, "wb") as f:  # exactly this name (np.savez would add .npz)
+                np.savez(f, **dict(zip(keys, results)))
+        else:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for path, result in zip(files, results):
+                np.save(path, result)
     except OSError as exc:
         raise CommandError(EXIT_FAILURE, f"cannot write the outputs to {out_dir}: "
                                          f"{exc.strerror or exc}") from None
-    inputs = [{"name": d.name, "dtype": str(a.dtype), "shape": list(a.shape), "file": str(p)}
-              for d, a, p in zip(lowered.inputs, arrays, args.inputs)]
+    inputs = [{"name": d.name, "dtype": str(a.dtype), "shape": list(a.shape), "file": s}
+              for d, a, s in zip(lowered.inputs, arrays, sources)]
     outputs = [{"name": d.name, "dtype": str(r.dtype), "shape": list(r.shape), "file": str(p)}
                for d, r, p in zip(lowered.outputs, results, files)]
     if args.json:
