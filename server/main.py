@@ -9,8 +9,11 @@
     nnrt-driver gpu --cl-device 1:0 --gpu-memory-mb 4096
     nnrt-driver accel --spec npu-sim.toml   # the NPU simulator with a spec of your own
 
+The driver first takes its name lock, `flock` on `<runtime dir>/<name>.lock` with its pid
+in it (server/runtime_dir.py), so that a driver still loading is visible and a second one of
+that name stops at once (exit 3).
 SIGTERM or SIGINT: stop accepting, let calls in flight finish (up to --grace seconds),
-remove the sockets, exit 0. `--lifeline-fd N` (client/embedded.py): the same stop when
+remove the sockets and the lock file, exit 0. `--lifeline-fd N` (client/embedded.py): the same stop when
 the inherited pipe N reaches EOF, i.e. the process holding its write end is gone.
 
 `--standby-fd N` (server/devmgr.py, `standby = true`): a warm spare. The process imports
@@ -42,13 +45,15 @@ from nnrt.server import buffers
 from nnrt.server.faults import DEVICE_STATUS, PLAIN_FIELDS, FaultInjection, Faults
 from nnrt.server.host import STALL_TIMEOUT, DriverAlreadyRunning, DriverHost
 from nnrt.server.journal import JournalFormatter, stderr_is_journal
-from nnrt.server.runtime_dir import UnsafeRuntimeDir, runtime_dir
+from nnrt.server.runtime_dir import DriverLock, NameLocked, UnsafeRuntimeDir, runtime_dir
 from nnrt.server.sessions import DEFAULT_MAX_RUNS_PER_SESSION, ChannelPolicy
 
 log = logging.getLogger("nnrt.driver")
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """nnrt-driver's argument parser (also what the device manager's configuration checks a
+    driver's `options` with, server/devmgr_config.py); `parse_args` adds the range checks."""
     parser = argparse.ArgumentParser(
         prog="nnrt-driver", description="Run one NNRt HDI driver in the foreground.")
     parser.add_argument("kind", choices=sorted(DEVICE_KINDS), help="which device to serve")
@@ -97,6 +102,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     channel.add_argument("--allow-gid", type=int, action="append", default=[], metavar="GID",
                          help="only processes in this group (primary or supplementary; "
                               "repeatable), or of an --allow-uid, may open sessions")
+    cpu = parser.add_argument_group("cpu driver")
+    cpu.add_argument("--engine", choices=["ort", "numpy"], default=None,
+                     help="ort (default, or $NNRT_CPU_ENGINE): onnxruntime computes what it can express exactly, "
+                          "numpy kernels the rest; numpy: the numpy reference kernels only")
+    cpu.add_argument("--threads", type=int, default=None, metavar="N",
+                     help="onnxruntime's intra-op threads, shared by every model (default: "
+                          "the cores this process may use)")
     gpu = parser.add_argument_group("gpu driver")
     gpu.add_argument("--cl-device", default=None, metavar="gpu|any|P:D",
                      help="the OpenCL device: gpu (default: the first device of type GPU), "
@@ -134,6 +146,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="flip a byte of every exported model cache")
     faults.add_argument("--fault-slow-start-ms", type=int, default=0, metavar="N",
                         help="wait N ms before claiming the sockets and serving")
+    return parser
+
+
+def parse_args(argv: list[str] | None,
+               parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    parser = build_parser() if parser is None else parser
     args = parser.parse_args(argv)
     for option in ("fault_run_delay_ms", "fault_exit_on_run", "fault_exit_on_prepare",
                    "fault_slow_start_ms"):
@@ -164,6 +182,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--{option.replace('_', '-')} must be > 0")
     if args.gpu_memory_mb is not None and args.gpu_memory_mb <= 0:
         parser.error("--gpu-memory-mb must be > 0")
+    if args.kind != "cpu" and (args.engine is not None or args.threads is not None):
+        parser.error("--engine and --threads are options of the cpu driver")
+    if args.threads is not None and args.threads <= 0:
+        parser.error("--threads must be > 0")
     if args.kind != "accel" and args.spec is not None:
         parser.error("--spec is an option of the accel driver")
     return args
@@ -175,7 +197,10 @@ def device_options(args: argparse.Namespace) -> dict[str, object]:
         return {"cl_device": args.cl_device or "gpu", "memory_limit_mb": args.gpu_memory_mb}
     if args.kind == "accel":
         return {"spec_path": args.spec}
-    return {}
+    # NNRT_CPU_ENGINE: the default engine of every CPU driver started without --engine
+    # (how the test suite runs whole with either engine).
+    return {"engine": args.engine or os.environ.get("NNRT_CPU_ENGINE", "ort"),
+            "threads": args.threads}
 
 
 def fault_injection(args: argparse.Namespace) -> FaultInjection:
@@ -307,32 +332,49 @@ def main(argv: list[str] | None = None) -> int:
     if args.lifeline_fd is not None:
         watch_lifeline(args.lifeline_fd, stop)
     raise_fd_limit()
+    directory, name = args.runtime_dir or runtime_dir(), args.name or args.kind
+    lock: DriverLock | None = None
     try:
+        # The name lock first (server/runtime_dir.py): a driver still loading is seen as
+        # alive by the embedded driver's start rules, and a second one of this name stops
+        # here. A spare takes it only at its go: the live driver holds it until it dies.
+        if args.standby_fd is None:
+            lock = DriverLock.acquire(directory, name)
         configure_budgets(args)
         device = load_device(args.kind, **device_options(args))
-        host = DriverHost(device, args.runtime_dir or runtime_dir(), args.name or args.kind, faults,
+        host = DriverHost(device, directory, name, faults,
                           stall_timeout=args.stall_timeout, channel_policy=channel_policy(args))
-        if args.standby_fd is not None and not wait_for_takeover(args.standby_fd, stop):
-            device.close()
-            return 0
+        if args.standby_fd is not None:
+            if not wait_for_takeover(args.standby_fd, stop):
+                device.close()
+                return 0
+            lock = DriverLock.acquire(directory, name)
         if faults.slow_start_ms:
             log.warning("FAULT INJECTION: waiting %d ms before serving", faults.slow_start_ms)
             if stop.wait(faults.slow_start_ms / 1000):
                 log.info("stopped before serving")
                 device.close()
+                lock.release()
                 return 0
         host.start()
-    except DriverAlreadyRunning as exc:
+    except (DriverAlreadyRunning, NameLocked) as exc:
         log.error("%s", exc)
+        if lock is not None:
+            lock.release()
         return 3
     except (DeviceUnavailable, UnsafeRuntimeDir) as exc:
         log.error("%s", exc)
+        if lock is not None:
+            lock.release()
         return 1
     except Exception:
         log.exception("driver failed to start")
+        if lock is not None:
+            lock.release()
         return 1
     stop.wait()
     host.stop(args.grace)
+    lock.release()
     # A run that ignored the grace (a hung device) must not keep the process alive: the
     # interpreter would join its worker thread at exit. Everything is released by now.
     logging.shutdown()

@@ -181,7 +181,7 @@ def wait_until(predicate, timeout: float, interval: float = 0.02) -> bool:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    """How many operator test cases the GPU differential suite compared (tests/gpu)."""
+    """How many operator test cases the differential suites compared (tests/gpu, tests/ort)."""
     from tests.gpu import differential
 
     if differential.compared or differential.refused:
@@ -189,3 +189,11 @@ def pytest_terminal_summary(terminalreporter) -> None:
             f"GPU differential: {sum(differential.compared.values())} operator test cases "
             f"compared with the CPU driver over {len(differential.compared)} node types; "
             f"{sum(differential.refused.values())} cases of nodes the GPU refuses")
+    from tests.ort import differential as ort_differential
+
+    if ort_differential.compared or ort_differential.kept_on_numpy:
+        terminalreporter.write_line(
+            f"onnxruntime engine differential: {sum(ort_differential.compared.values())} "
+            f"operator test cases compared with the numpy kernels over "
+            f"{len(ort_differential.compared)} node types; "
+            f"{sum(ort_differential.kept_on_numpy.values())} cases of nodes kept on numpy")

@@ -1,34 +1,90 @@
-"""The CPU device: numpy kernels, planned once per prepared model."""
+"""The CPU device: a plan per prepared model, computed by one of two engines.
+
+* `ort` (the default): the graph is lowered to ONNX and run by onnxruntime
+  (`nnrt.drivers.cpu.ort`); nodes that cannot be lowered exactly stay on numpy.
+* `numpy`: every node on its numpy kernel (`nnrt.drivers.cpu.ops`), the readable reference
+  of our semantics. Chosen automatically, and said once in the log, when onnxruntime cannot
+  be imported.
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Sequence
 
 import numpy as np
 
 from nnrt.drivers.cpu import ops  # noqa: F401  (every kernel loaded before the driver serves)
 from nnrt.drivers.cpu.float16 import to_float16
-from nnrt.drivers.cpu.kernel import create_kernel
-from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.drivers.cpu.kernel import Kernel, create_kernel
+from nnrt.drivers.cpu.plan import ExecutionPlan, one_unit_per_node
 from nnrt.drivers.reference import supported_operations
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import graph_cache
 from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
-from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, DriverError
+from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import Graph, Shape
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("ort", "numpy")
+# Outputs smaller than this are copied from onnxruntime's result into the client's window:
+# binding them (IOBinding) costs more than the copy (~6 µs against ~1 µs at 64 KiB).
+_BIND_OUTPUTS_FROM_BYTES = 64 << 10
+
+
+def onnxruntime_importable() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 class CpuPreparedModel(PreparedModel):
-    def __init__(self, graph: Graph, config: PrepareConfig, identity: str) -> None:
+    def __init__(self, graph: Graph, config: PrepareConfig, device: CpuDevice,
+                 ort_blob: bytes | None = None) -> None:
         super().__init__(graph.inputs, graph.outputs)  # what the client sees, float32 or not
         self.graph = graph
-        self.identity = identity
-        self.plan = ExecutionPlan(to_float16(graph) if config.enable_float16 else graph)
+        self.device = device
+        self.float16 = config.enable_float16
+        self.partition = None
+        partitioner = one_unit_per_node
+        if device.engine == "ort":
+            partitioner = self._ort_partitioner(ort_blob)
+        self.plan = ExecutionPlan(to_float16(graph) if config.enable_float16 else graph,
+                                  partitioner=partitioner)
         # Where the plan computes in another dtype than the wire carries (float16 mode).
         self.input_casts = [None if s.dtype == p.dtype else p.dtype
                             for s, p in zip(self.inputs, self.plan.graph.inputs)]
         self.output_casts = [None if s.dtype == p.dtype else s.dtype
                              for s, p in zip(self.outputs, self.plan.graph.outputs)]
+        self.segment = None if self.partition is None else self.partition.single_segment
+        self.writes_into_outputs = (self.segment is not None
+                                    and not any(self.input_casts + self.output_casts))
+        self.node_counts = (0, len(graph.nodes)) if self.partition is None else \
+            (self.partition.ort_nodes, self.partition.numpy_nodes)
+        device.count_nodes(self.node_counts, +1)
+
+    def _ort_partitioner(self, blob: bytes | None):
+        from nnrt.drivers.cpu.ort import engine
+
+        def ort_units(graph: Graph, kernels: dict[int, Kernel]):
+            if blob is None:
+                self.partition = engine.partition(graph, kernels)
+                log.info("prepared %r: %s", graph.name, self.partition.describe())
+            else:
+                self.partition = engine.restore(blob, self.cache_identity, graph, kernels)
+                log.info("prepared %r from its optimised-model cache: %s", graph.name,
+                         self.partition.describe())
+            return engine.units_with_tensors(self.partition, graph)
+
+        return ort_units
+
+    @property
+    def cache_identity(self) -> str:
+        return self.device.identity + (" float16" if self.float16 else "")
 
     def static_output_shapes(self) -> list[Shape] | None:
         return self.plan.output_shapes()
@@ -38,9 +94,29 @@ class CpuPreparedModel(PreparedModel):
         outputs = self.plan.run(inputs, cancelled)
         return [y if c is None else y.astype(c) for y, c in zip(outputs, self.output_casts)]
 
+    def run_into(self, inputs: Sequence[np.ndarray], targets: Sequence[np.ndarray],
+                 cancelled: CancelCheck) -> None:
+        """The whole model is one onnxruntime session: its outputs land in `targets`."""
+        if cancelled():
+            raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
+        if sum(t.nbytes for t in targets) >= _BIND_OUTPUTS_FROM_BYTES:
+            self.segment.run_into(inputs, targets)
+            return
+        for target, result in zip(targets, self.segment.execute(inputs)):
+            np.copyto(target, result, casting="no")
+
     def export_cache(self) -> list[bytes]:
-        # The validated graph; the precision mode comes from the config of the import.
-        return [graph_cache.encode(self.graph, self.identity)]
+        # The validated graph (the precision mode comes from the config of the import), and
+        # with the ort engine the optimised onnxruntime models.
+        blobs = [graph_cache.encode(self.graph, self.device.identity)]
+        if self.partition is not None and self.partition.segments:
+            from nnrt.drivers.cpu.ort import engine
+
+            blobs.append(engine.export(self.partition, self.cache_identity))
+        return blobs
+
+    def close(self) -> None:
+        self.device.count_nodes(self.node_counts, -1)
 
 
 class CpuDevice(Device):
@@ -51,18 +127,56 @@ class CpuDevice(Device):
     device_type = ht.CPU
     capabilities = Capabilities(float16=True, dynamic_input=True, model_cache=True)
 
+    def __init__(self, engine: str = "ort", threads: int | None = None) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+        if engine == "ort" and not onnxruntime_importable():
+            log.warning("onnxruntime cannot be imported: the CPU driver computes with its "
+                        "numpy kernels (--engine numpy)")
+            engine = "numpy"
+        self.engine = engine
+        self.threads = None
+        if engine == "ort":
+            from nnrt.drivers.cpu.ort import engine as ort_engine
+
+            self.threads = ort_engine.configure_threads(threads)
+        self._lock = threading.Lock()
+        self._nodes = [0, 0]  # nodes of live prepared models on onnxruntime, on numpy
+        log.info("CPU engine: %s%s", engine,
+                 f" ({self.threads} intra-op threads)" if self.threads else "")
+
     @property
     def identity(self) -> str:
         """What a model cache blob must have been written by to be read here."""
         return f"{self.name} {self.vendor} {self.version}"
 
+    def count_nodes(self, counts: tuple[int, int], sign: int) -> None:
+        with self._lock:
+            self._nodes[0] += sign * counts[0]
+            self._nodes[1] += sign * counts[1]
+
+    def details(self) -> dict[str, str]:
+        with self._lock:
+            ort_nodes, numpy_nodes = self._nodes
+        details = {"engine": self.engine}
+        if self.threads:
+            details["threads"] = str(self.threads)
+            details["nodes on onnxruntime"] = str(ort_nodes)
+        details["nodes on numpy"] = str(numpy_nodes)
+        return details
+
     def supported_operations(self, graph: Graph) -> list[bool]:
         return supported_operations(graph, create_kernel)
 
     def prepare(self, graph: Graph, config: PrepareConfig) -> PreparedModel:
-        return CpuPreparedModel(graph, config, self.identity)
+        return CpuPreparedModel(graph, config, self)
 
     def prepare_from_cache(self, blobs: Sequence[bytes], config: PrepareConfig) -> PreparedModel:
-        if len(blobs) != 1:
-            raise DriverError(NNRT_INVALID_MODEL_CACHE, f"{len(blobs)} cache buffers, expected 1")
-        return CpuPreparedModel(graph_cache.decode(blobs[0], self.identity), config, self.identity)
+        if len(blobs) not in (1, 2):
+            raise DriverError(NNRT_INVALID_MODEL_CACHE,
+                              f"{len(blobs)} cache buffers, expected 1 or 2")
+        graph = graph_cache.decode(blobs[0], self.identity)
+        # A numpy engine reads the graph alone; an ort engine given a graph alone (a cache
+        # of the numpy engine) lowers and optimises it again.
+        ort_blob = blobs[1] if len(blobs) == 2 and self.engine == "ort" else None
+        return CpuPreparedModel(graph, config, self, ort_blob)

@@ -44,6 +44,11 @@ class Kernel(ABC):
     def __init__(self, node: NodeSpec) -> None:
         self.node = node
 
+    @property
+    def label(self) -> str:
+        """The node as logs and errors name it."""
+        return f"node {self.node.index} ({self.node.name})"
+
     def expect_counts(self, inputs: int | range, outputs: int | range = 1) -> None:
         """Raise invalid() unless the node has that many inputs and outputs."""
         for what, have, want in (("inputs", len(self.node.inputs), inputs),

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -38,55 +39,74 @@ log = logging.getLogger(__name__)
 StepScope = Callable[[int], AbstractContextManager]
 
 
+class Unit(Protocol):
+    """What one step computes: a numpy kernel (one node) or an engine's segment (several)."""
+
+    label: str
+
+    def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]: ...
+
+
+# Splits the graph's kernels (execution order) into units with the tensors each reads and
+# writes; the default makes every kernel a unit of its own.
+Partitioner = Callable[[Graph, dict[int, Kernel]], Sequence[tuple[Unit, Sequence[int],
+                                                                  Sequence[int]]]]
+
+
+def one_unit_per_node(graph: Graph, kernels: dict[int, Kernel]) -> list[tuple[Unit, tuple[int, ...], tuple[int, ...]]]:
+    return [(kernels[i], tuple(t.index for t in graph.nodes[i].inputs),
+             tuple(t.index for t in graph.nodes[i].outputs)) for i in graph.execution_order]
+
+
 @dataclass(frozen=True)
 class Step:
-    kernel: Kernel
+    unit: Unit
     inputs: tuple[int, ...]  # tensor indices
     outputs: tuple[int, ...]
     drop_after: tuple[int, ...]  # intermediates whose last reader is this step
 
 
 class ExecutionPlan:
-    def __init__(self, graph: Graph, memory_limit: int | None = None) -> None:
-        """`memory_limit`: bytes a run may write (default: the process's model memory limit)."""
+    def __init__(self, graph: Graph, memory_limit: int | None = None,
+                 partitioner: Partitioner = one_unit_per_node) -> None:
+        """`memory_limit`: bytes a run may write (default: the process's model memory limit);
+        `partitioner`: what runs each node (default: its numpy kernel)."""
         self.graph = graph
         self.memory_limit = memory_limit
-        kernels = {i: create_kernel(graph.nodes[i]) for i in graph.execution_order}
+        self.kernels = {i: create_kernel(graph.nodes[i]) for i in graph.execution_order}
         self.input_ids = tuple(t.index for t in graph.inputs)
         self.output_ids = tuple(t.index for t in graph.outputs)
         self.constants = {t.index: t.constant for t in graph.tensors if t.is_constant}
+        # Shapes are checked (and, for static inputs, the run's memory) before any engine
+        # is asked to compile the graph.
+        self.dynamic = any(t.is_dynamic for t in graph.inputs)
+        self.shapes: dict[int, Shape] | None = None
+        if not self.dynamic:
+            self.shapes = self.infer({t.index: t.shape for t in graph.inputs})
+            check_run_memory(graph, self.shapes, "prepare", memory_limit)
+        units = [(unit, tuple(ins), tuple(outs)) for unit, ins, outs in partitioner(graph, self.kernels)]
         keep = set(self.output_ids) | set(self.constants)
         last_reader: dict[int, int] = {}
-        for position, node_index in enumerate(graph.execution_order):
-            for t in graph.nodes[node_index].inputs:
-                last_reader[t.index] = position
+        for position, (_, ins, _) in enumerate(units):
+            for t in ins:
+                last_reader[t] = position
         # Inverted once (tensor -> last step becomes step -> tensors): scanning every tensor
         # at every step made prepare quadratic in the graph (16 000 nodes: seconds).
         drops: dict[int, list[int]] = {}
         for t, position in last_reader.items():
             if t not in keep:
                 drops.setdefault(position, []).append(t)
-        steps = []
-        for position, node_index in enumerate(graph.execution_order):
-            node = graph.nodes[node_index]
-            steps.append(Step(kernels[node_index], tuple(t.index for t in node.inputs),
-                              tuple(t.index for t in node.outputs),
-                              tuple(sorted(drops.get(position, ())))))
-        self.steps = tuple(steps)
+        self.steps = tuple(Step(unit, ins, outs, tuple(sorted(drops.get(position, ()))))
+                           for position, (unit, ins, outs) in enumerate(units))
         self._slots: list[np.ndarray | None] = [None] * len(graph.tensors)
         for index, constant in self.constants.items():
             self._slots[index] = constant
         self.arenas = ArenaPool(frozenset(self.output_ids))
-        self.dynamic = any(t.is_dynamic for t in graph.inputs)
-        self.shapes: dict[int, Shape] | None = None
-        if not self.dynamic:
-            self.shapes = self.infer({t.index: t.shape for t in graph.inputs})
-            check_run_memory(graph, self.shapes, "prepare", memory_limit)
 
     def infer(self, input_shapes: dict[int, Shape]) -> dict[int, Shape]:
         """Shapes of every tensor for these input shapes; DriverError on a mismatch."""
-        return infer_graph_shapes([step.kernel for step in self.steps], input_shapes,
-                                  self.constants)
+        return infer_graph_shapes([self.kernels[i] for i in self.graph.execution_order],
+                                  input_shapes, self.constants)
 
     def output_shapes(self) -> list[Shape] | None:
         if self.shapes is None:
@@ -107,22 +127,19 @@ class ExecutionPlan:
         with self.arenas.use() as arena:
             for position, step in enumerate(self.steps):
                 if cancelled():
-                    node = step.kernel.node
-                    log.info("run abandoned before node %d (%s): its caller gave up", node.index,
-                             node.name)
+                    log.info("run abandoned before %s: its caller gave up", step.unit.label)
                     raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
                 try:
                     if around is None:
-                        results = step.kernel.execute([values[i] for i in step.inputs])
+                        results = step.unit.execute([values[i] for i in step.inputs])
                     else:
                         with around(position):
-                            results = step.kernel.execute([values[i] for i in step.inputs])
+                            results = step.unit.execute([values[i] for i in step.inputs])
                 except DriverError:
                     raise
                 except Exception as exc:  # a kernel bug or a value-dependent failure: one run fails
-                    node = step.kernel.node
-                    log.exception("node %d (%s) failed", node.index, node.name)
-                    raise DriverError(NNRT_FAILED, f"node {node.index} ({node.name}) failed: {exc}")
+                    log.exception("%s failed", step.unit.label)
+                    raise DriverError(NNRT_FAILED, f"{step.unit.label} failed: {exc}")
                 for index, value in zip(step.outputs, results):
                     values[index] = value
                 for index in step.drop_after:

@@ -22,6 +22,7 @@ from nnrt.server.dtypes import hdi_data_type
 from nnrt.server.errors import DriverError
 from nnrt.server.graph import DYNAMIC, NodeSpec, QuantParam, TensorSpec
 from tests.gpu.differential import compare_on_gpu
+from tests.ort.differential import compare_on_ort
 
 NNRT_INVALID_NODE = ht.NNRT_INVALID_NODE  # 19
 NNRT_UNSUPPORTED_OP = ht.NNRT_UNSUPPORTED_OP  # 33
@@ -109,7 +110,8 @@ def run_node(node: NodeSpec, arrays: Sequence[np.ndarray],
              kernel: Kernel | None = None) -> list[np.ndarray]:
     """Plan (unless given a kernel), infer, execute; check dtypes and inferred shapes; and
     where the GPU driver accepts the node, run it there too and compare (the differential
-    suite of the GPU driver over every kernel test case: tests/gpu/differential.py)."""
+    suite of the GPU driver over every kernel test case: tests/gpu/differential.py), and
+    likewise on the CPU driver's onnxruntime engine (tests/ort/differential.py)."""
     kernel = create_kernel(node) if kernel is None else kernel
     arrays = [readonly(a) for a in arrays]
     shapes = kernel.infer_shapes([a.shape for a in arrays])
@@ -121,6 +123,7 @@ def run_node(node: NodeSpec, arrays: Sequence[np.ndarray],
         assert len(shape) == out.ndim and all(d in (DYNAMIC, o) for d, o in
                                               zip(shape, out.shape)), (shape, out.shape)
     compare_on_gpu(node, arrays, outs)
+    compare_on_ort(node, arrays, outs)
     return outs
 
 

@@ -1,0 +1,368 @@
+"""The onnxruntime engine of the CPU driver: partitioning, sessions, the optimised-model cache.
+
+At prepare the validated graph is walked in execution order and each node is lowered into
+the segment being built (`lowering.py`, `ops/lower_*.py`); a node that cannot be lowered
+exactly closes the segment and runs on its numpy kernel. Each segment becomes one
+onnxruntime `InferenceSession` over an ONNX model whose inputs are the HDI tensors it reads
+from outside and whose outputs are those read after it (or model outputs). A graph entirely
+lowerable is one session; the split is logged and counted (`Partition.describe`).
+
+Session decisions (README "The CPU driver's engines"):
+
+* One process-wide intra-op thread pool shared by every session, sized `--threads` (default:
+  the cores this process may use); sessions run sequentially inside (no inter-op pool).
+  The run scheduler (`scheduler.py`) keeps concurrent runs from asking for more threads
+  than that.
+* Graph optimisations at ORT_ENABLE_ALL. The optimised model is what the model cache keeps
+  (`export`): a cache read back loads it with optimisations off, so neither lowering nor
+  optimisation is repeated. Its identity includes the onnxruntime version and the CPU, since
+  layout optimisations choose instructions.
+* Inputs go to onnxruntime as the shared-memory views they are (no copy); outputs bound to
+  the client's output windows where the host offers them (`run_into`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import struct
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnxruntime as ort
+from onnx import helper
+
+from ....server.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
+from ....server.graph import DYNAMIC, Graph, TensorSpec
+from ....server.sealed_blob import refusal, seal, unseal
+from ..kernel import Kernel
+from . import ops  # noqa: F401  (every lowering registered)
+from .lowering import IR_VERSION, LOWERINGS, OPSET, NodeEmitter, NotLowerable, SegmentGraph, \
+    onnx_dtype, value_name
+
+log = logging.getLogger(__name__)
+
+# ------------------------------------------------------------------ the process's thread pool
+
+_pool_lock = threading.Lock()
+_pool_threads: int | None = None
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def configure_threads(threads: int | None) -> int:
+    """Size the process-wide intra-op pool once (before the first session); its size."""
+    global _pool_threads
+    with _pool_lock:
+        if _pool_threads is None:
+            _pool_threads = max(1, threads or usable_cores())
+            ort.capi._pybind_state.set_global_thread_pool_sizes(_pool_threads, 1)
+        elif threads and threads != _pool_threads:
+            log.warning("onnxruntime's thread pool already has %d threads; %d ignored",
+                        _pool_threads, threads)
+        return _pool_threads
+
+
+_shared_pool = True  # False once onnxruntime's environment turned out to lack the shared pool
+
+
+def _session_options(optimize: bool) -> ort.SessionOptions:
+    so = ort.SessionOptions()
+    threads = configure_threads(None)
+    if _shared_pool:
+        so.use_per_session_threads = False  # the process-wide pool
+    else:
+        so.intra_op_num_threads = threads
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
+                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    so.log_severity_level = 4  # fatal only: a failing run is logged by the driver, once
+    return so
+
+
+def _new_session(model: bytes, so: ort.SessionOptions) -> ort.InferenceSession:
+    """A session on the shared pool; where onnxruntime's environment was created before the
+    pool was configured (onnxruntime used in the same process first: tests, a library
+    host), sessions get pools of their own from then on, of the same size."""
+    global _shared_pool
+    try:
+        return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        if not _shared_pool or "GlobalThreadPools" not in str(exc):
+            raise
+    log.info("onnxruntime was started before the driver sized its thread pool: each session "
+             "gets %d threads of its own", _pool_threads)
+    _shared_pool = False
+    so.use_per_session_threads = True
+    so.intra_op_num_threads = configure_threads(None)
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+# ------------------------------------------------------------------ segments
+
+
+class OrtSegment:
+    """Consecutive lowered nodes run as one onnxruntime session."""
+
+    def __init__(self, model: bytes, node_indices: Sequence[int], input_ids: Sequence[int],
+                 output_ids: Sequence[int], *, optimized: bool) -> None:
+        self.node_indices = tuple(node_indices)
+        self.input_ids = tuple(input_ids)
+        self.output_ids = tuple(output_ids)
+        self.label = (f"onnxruntime segment of {len(self.node_indices)} node(s) "
+                      f"[{self.node_indices[0]}..{self.node_indices[-1]}]")
+        self.input_names = [value_name(i) for i in self.input_ids]
+        self.output_names = [value_name(i) for i in self.output_ids]
+        so = _session_options(not optimized)
+        self.optimized_model = model if optimized else b""
+        workdir = None
+        if not optimized:  # keep what onnxruntime makes of it, for the model cache
+            workdir = tempfile.TemporaryDirectory(prefix="nnrt-ort-")
+            so.optimized_model_filepath = os.path.join(workdir.name, "optimized.onnx")
+        try:
+            self.session = _new_session(model, so)
+            if workdir is not None:
+                with open(so.optimized_model_filepath, "rb") as f:
+                    self.optimized_model = f.read()
+        finally:
+            if workdir is not None:
+                workdir.cleanup()
+
+    def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        try:
+            return self.session.run(self.output_names, dict(zip(self.input_names, inputs)))
+        except Exception as exc:  # a value-dependent failure inside onnxruntime: this run fails
+            log.error("%s failed: %s", self.label, exc)
+            raise DriverError(NNRT_FAILED, f"{self.label} failed: {exc}") from None
+
+    def run_into(self, inputs: Sequence[np.ndarray], targets: Sequence[np.ndarray]) -> None:
+        """Outputs written by onnxruntime straight into `targets` (contiguous, shaped)."""
+        binding = self.session.io_binding()
+        keep = []
+        for name, array in zip(self.input_names, inputs):
+            array = np.ascontiguousarray(array)
+            keep.append(array)
+            binding.bind_input(name, "cpu", 0, array.dtype, array.shape, array.ctypes.data)
+        for name, target in zip(self.output_names, targets):
+            binding.bind_output(name, "cpu", 0, target.dtype, target.shape, target.ctypes.data)
+        try:
+            self.session.run_with_iobinding(binding)
+        except Exception as exc:
+            log.error("%s failed: %s", self.label, exc)
+            raise DriverError(NNRT_FAILED, f"{self.label} failed: {exc}") from None
+        del keep
+
+
+@dataclass
+class Partition:
+    """What runs where: per execution-order node, its segment (or None: numpy)."""
+
+    units: list[Kernel | OrtSegment]
+    reasons: dict[int, str] = field(default_factory=dict)  # numpy node index -> why
+
+    @property
+    def segments(self) -> list[OrtSegment]:
+        return [u for u in self.units if isinstance(u, OrtSegment)]
+
+    @property
+    def ort_nodes(self) -> int:
+        return sum(len(s.node_indices) for s in self.segments)
+
+    @property
+    def numpy_nodes(self) -> int:
+        return sum(1 for u in self.units if not isinstance(u, OrtSegment))
+
+    @property
+    def single_segment(self) -> OrtSegment | None:
+        return self.units[0] if len(self.units) == 1 and isinstance(self.units[0], OrtSegment) \
+            else None
+
+    def describe(self) -> str:
+        parts = [f"{self.ort_nodes} node(s) on onnxruntime in {len(self.segments)} segment(s)",
+                 f"{self.numpy_nodes} on numpy"]
+        if self.reasons:
+            parts.append("; ".join(f"node {i}: {why}" for i, why in
+                                   list(self.reasons.items())[:8]))
+        return ", ".join(parts)
+
+
+def units_with_tensors(part: Partition, graph: Graph) -> list[tuple[object, tuple[int, ...],
+                                                                     tuple[int, ...]]]:
+    """The partition as the plan's steps: each unit with the tensors it reads and writes."""
+    steps = []
+    for unit in part.units:
+        if isinstance(unit, OrtSegment):
+            steps.append((unit, unit.input_ids, unit.output_ids))
+        else:
+            node = unit.node
+            steps.append((unit, tuple(t.index for t in node.inputs),
+                          tuple(t.index for t in node.outputs)))
+    return steps
+
+
+def _value_info(spec: TensorSpec, typed_only: bool = False) -> object:
+    shape = None if typed_only else [f"d{spec.index}_{k}" if d == DYNAMIC else d
+                                     for k, d in enumerate(spec.shape)]
+    return helper.make_tensor_value_info(value_name(spec.index), onnx_dtype(spec.dtype), shape)
+
+
+def _segment_model(seg: SegmentGraph, outputs: Sequence[TensorSpec], name: str) -> bytes:
+    graph = helper.make_graph(seg.nodes, name, [_value_info(s) for s in seg.inputs.values()],
+                              [_value_info(s, typed_only=True) for s in outputs],
+                              seg.initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="nnrt")
+    model.ir_version = IR_VERSION
+    return model.SerializeToString()
+
+
+def partition(graph: Graph, kernels: dict[int, Kernel]) -> Partition:
+    """Lower what can be lowered; one session per run of consecutive lowered nodes."""
+    order = graph.execution_order
+    position = {n: p for p, n in enumerate(order)}
+    last_read: dict[int, int] = {}
+    for node_index in order:
+        for t in graph.nodes[node_index].inputs:
+            last_read[t.index] = position[node_index]
+    model_outputs = {t.index for t in graph.outputs}
+    units: list[Kernel | OrtSegment] = []
+    reasons: dict[int, str] = {}
+    seg = SegmentGraph()
+
+    def close(end: int) -> None:
+        """Turn the segment (nodes before position `end`) into a session."""
+        nonlocal seg
+        if not seg.lowered:
+            return
+        outputs = [s for i, s in seg.written.items()
+                   if i in model_outputs or last_read.get(i, -1) >= end]
+        model = _segment_model(seg, outputs, f"{graph.name}:{seg.lowered[0]}")
+        try:
+            units.append(OrtSegment(model, seg.lowered, list(seg.inputs), [s.index for s in outputs],
+                                    optimized=False))
+        except Exception as exc:  # a lowering that onnxruntime refused: numpy computes it
+            log.warning("onnxruntime refused nodes %s (%s); they run on numpy",
+                        seg.lowered, str(exc).splitlines()[0][:300])
+            for n in seg.lowered:
+                reasons[n] = "onnxruntime refused its segment"
+                units.append(kernels[n])
+        seg = SegmentGraph()
+
+    for p, node_index in enumerate(order):
+        kernel = kernels[node_index]
+        node = graph.nodes[node_index]
+        lower = LOWERINGS.get(node.node_type)
+        why = None
+        if lower is None:
+            why = "no lowering"
+        elif node.quant_type:
+            why = "quantised"
+        else:
+            mark = seg.checkpoint()
+            try:
+                lower(kernel, NodeEmitter(seg, kernel))
+                seg.lowered.append(node_index)
+                continue
+            except NotLowerable as exc:
+                seg.rollback(mark)
+                why = str(exc)
+        reasons[node_index] = why
+        close(p)
+        units.append(kernel)
+    close(len(order))
+    return Partition(units, reasons)
+
+
+# ------------------------------------------------------------------ the model cache
+
+MAGIC = b"NNRTORTM"
+FORMAT_VERSION = 1
+WHAT = "onnxruntime model cache"
+
+
+def cache_identity(device_identity: str) -> str:
+    """Who may read an optimised-model blob: the device, onnxruntime's version, the CPU."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            cpu = "".join(sorted({line for line in f if line.startswith(("model name", "flags"))}))
+    except OSError:
+        cpu = ""
+    digest = hashlib.sha256(cpu.encode()).hexdigest()[:16]
+    return f"{device_identity} onnxruntime {ort.__version__} cpu {digest}"
+
+
+def export(part: Partition, identity: str) -> bytes:
+    """The optimised models of every segment and where they sit in the graph."""
+    segments = part.segments
+    header = json.dumps([{"nodes": s.node_indices, "inputs": s.input_ids,
+                          "outputs": s.output_ids} for s in segments]).encode()
+    chunks = [struct.pack("<Q", len(header)), header]
+    for s in segments:
+        chunks += [struct.pack("<Q", len(s.optimized_model)), s.optimized_model]
+    return seal(MAGIC, FORMAT_VERSION, cache_identity(identity), b"".join(chunks))
+
+
+def restore(blob: bytes, identity: str, graph: Graph, kernels: dict[int, Kernel]) -> Partition:
+    """The partition of `graph` from an exported blob: sessions over the optimised models,
+    numpy kernels for the rest; NNRT_INVALID_MODEL_CACHE for a blob that does not fit."""
+    payload = unseal(blob, MAGIC, FORMAT_VERSION, cache_identity(identity), WHAT)
+    try:
+        (length,) = struct.unpack_from("<Q", payload, 0)
+        entries = json.loads(bytes(payload[8:8 + length]))
+        offset = 8 + length
+        models = []
+        for _ in entries:
+            (size,) = struct.unpack_from("<Q", payload, offset)
+            if offset + 8 + size > len(payload):
+                raise ValueError("truncated")
+            models.append(bytes(payload[offset + 8:offset + 8 + size]))
+            offset += 8 + size
+        if offset != len(payload):
+            raise ValueError("trailing bytes")
+    except (struct.error, ValueError, UnicodeDecodeError) as exc:
+        raise refusal(WHAT, f"malformed ({exc})") from None
+    by_first: dict[int, tuple[dict, bytes]] = {}
+    covered: set[int] = set()
+    for entry, model in zip(entries, models):
+        nodes = entry.get("nodes") if isinstance(entry, dict) else None
+        if not nodes or not all(isinstance(n, int) and n in kernels for n in nodes) \
+                or covered & set(nodes):
+            raise refusal(WHAT, "its segments do not match the model")
+        ids = [*entry.get("inputs", ()), *entry.get("outputs", ())]
+        if not all(isinstance(i, int) and 0 <= i < len(graph.tensors) for i in ids):
+            raise refusal(WHAT, "its segments name tensors the model does not have")
+        covered |= set(nodes)
+        by_first[nodes[0]] = (entry, model)
+    units: list[Kernel | OrtSegment] = []
+    order = list(graph.execution_order)
+    p = 0
+    while p < len(order):
+        node_index = order[p]
+        if node_index in by_first:
+            entry, model = by_first[node_index]
+            if order[p:p + len(entry["nodes"])] != list(entry["nodes"]):
+                raise refusal(WHAT, "its segments do not match the model")
+            try:
+                units.append(OrtSegment(model, entry["nodes"], entry["inputs"], entry["outputs"],
+                                        optimized=True))
+            except Exception as exc:
+                raise DriverError(NNRT_INVALID_MODEL_CACHE,
+                                  f"{WHAT} refused: onnxruntime cannot load a segment "
+                                  f"({str(exc).splitlines()[0][:200]})") from None
+            p += len(entry["nodes"])
+        elif node_index in covered:
+            raise refusal(WHAT, "its segments do not match the model")
+        else:
+            units.append(kernels[node_index])
+            p += 1
+    return Partition(units)

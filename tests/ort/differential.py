@@ -1,0 +1,83 @@
+"""The onnxruntime engine against the numpy kernels over the operator test cases.
+
+Every CPU kernel test that runs a node through `tests.kernels.util.run_node` also hands the
+node, its inputs and the numpy kernel's outputs here: where the node lowers to ONNX, it runs
+as a one-node graph through the ort engine's partitioner (a session of its own) and the
+outputs must agree — float32 within 1e-5 relative (near 0 within 1e-6 of the output's
+scale, for sums that cancel), everything else exactly. Nodes that stay on numpy are
+counted, not compared. `NNRT_TEST_ORT_DIFFERENTIAL=0` switches the comparison off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from nnrt.drivers.cpu.kernel import create_kernel
+from nnrt.drivers.cpu.ort import engine
+from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.graph import Graph, NodeSpec
+
+ENABLED = os.environ.get("NNRT_TEST_ORT_DIFFERENTIAL", "1") != "0"
+compared: Counter[str] = Counter()  # node type name -> cases compared
+kept_on_numpy: Counter[str] = Counter()
+
+
+def never() -> bool:
+    return False
+
+
+def node_graph(node: NodeSpec) -> Graph:
+    tensors = list(node.inputs) + list(node.outputs)
+    return Graph(name="node", tensors=tuple(tensors), nodes=(node,),
+                 inputs=tuple(t for t in node.inputs if not t.is_constant),
+                 outputs=tuple(node.outputs), execution_order=(0,))
+
+
+def assert_agree(got: Sequence[np.ndarray], want: Sequence[np.ndarray], rtol: float = 1e-5,
+                 atol: float = 1e-6) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        if np.issubdtype(w.dtype, np.floating):
+            finite = np.abs(w[np.isfinite(w)])
+            scale = 1.0 + (float(finite.max()) if finite.size else 0.0)
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * scale, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def run_on_ort(node: NodeSpec, arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], bool]:
+    """(outputs, whether onnxruntime computed them) of a one-node graph on the ort engine."""
+    graph = node_graph(node)
+    kernels = {0: create_kernel(node)}
+    part = engine.partition(graph, kernels)
+    plan = ExecutionPlan(graph, partitioner=lambda g, k: engine.units_with_tensors(part, g))
+    inputs = [a for a, spec in zip(arrays, node.inputs) if not spec.is_constant]
+    return plan.run(inputs, never), bool(part.segments)
+
+
+def compare_on_ort(node: NodeSpec, arrays: Sequence[np.ndarray],
+                   numpy_outputs: Sequence[np.ndarray]) -> None:
+    if not ENABLED:
+        return
+    name = na.NodeType.Name(node.node_type)
+    if node.node_type not in engine.LOWERINGS:
+        kept_on_numpy[name] += 1
+        return
+    # The kernel tests declare outputs loosely (shape ()): a graph declares what was computed.
+    node = dataclasses.replace(node, outputs=tuple(
+        dataclasses.replace(spec, shape=tuple(out.shape))
+        for spec, out in zip(node.outputs, numpy_outputs)))
+    outputs, on_ort = run_on_ort(node, arrays)
+    if not on_ort:
+        kept_on_numpy[name] += 1
+        return
+    with np.errstate(all="ignore"):
+        assert_agree(outputs, numpy_outputs)
+    compared[name] += 1
