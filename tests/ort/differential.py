@@ -4,7 +4,8 @@ Every CPU kernel test that runs a node through `tests.kernels.util.run_node` als
 node, its inputs and the numpy kernel's outputs here: where the node lowers to ONNX, it runs
 as a one-node graph through the ort engine's partitioner (a session of its own) and the
 outputs must agree — float32 within 1e-5 relative (near 0 within 1e-6 of the output's
-scale, for sums that cancel), everything else exactly. Nodes that stay on numpy are
+scale, for sums that cancel), requantized int8 outputs within one quantisation step,
+everything else exactly. Nodes that stay on numpy are
 counted, not compared. `NNRT_TEST_ORT_DIFFERENTIAL=0` switches the comparison off.
 """
 
@@ -20,6 +21,7 @@ import numpy as np
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.drivers.cpu.ort import engine
 from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import Graph, NodeSpec
 
@@ -40,11 +42,18 @@ def node_graph(node: NodeSpec) -> Graph:
 
 
 def assert_agree(got: Sequence[np.ndarray], want: Sequence[np.ndarray], rtol: float = 1e-5,
-                 atol: float = 1e-6) -> None:
+                 atol: float = 1e-6, quantised: Sequence[bool] = ()) -> None:
+    """`quantised[k]`: output k is requantized int8/uint8, where one step may differ
+    (onnxruntime's int8 kernels requantize an int32 sum, our reference a float32 one; see
+    nnrt.drivers.cpu.ort.quantized)."""
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    quantised = list(quantised) or [False] * len(want)
+    for g, w, q in zip(got, want, quantised):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
-        if np.issubdtype(w.dtype, np.floating):
+        if q:
+            diff = np.abs(g.astype(np.int64) - w.astype(np.int64))
+            assert diff.size == 0 or diff.max() <= 1, f"{diff.max()} quantisation steps apart"
+        elif np.issubdtype(w.dtype, np.floating):
             finite = np.abs(w[np.isfinite(w)])
             scale = 1.0 + (float(finite.max()) if finite.size else 0.0)
             np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * scale, equal_nan=True)
@@ -67,7 +76,7 @@ def compare_on_ort(node: NodeSpec, arrays: Sequence[np.ndarray],
     if not ENABLED:
         return
     name = na.NodeType.Name(node.node_type)
-    if node.node_type not in engine.LOWERINGS:
+    if node.node_type not in engine.LOWERINGS:  # quantised ones lower through the float one
         kept_on_numpy[name] += 1
         return
     # The kernel tests declare outputs loosely (shape ()): a graph declares what was computed.
@@ -79,5 +88,7 @@ def compare_on_ort(node: NodeSpec, arrays: Sequence[np.ndarray],
         kept_on_numpy[name] += 1
         return
     with np.errstate(all="ignore"):
-        assert_agree(outputs, numpy_outputs)
+        assert_agree(outputs, numpy_outputs, quantised=[
+            node.quant_type == ht.QUANT_TYPE_ALL and bool(spec.quant_params)
+            for spec in node.outputs])
     compared[name] += 1

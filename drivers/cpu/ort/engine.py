@@ -41,7 +41,9 @@ from ....server.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
 from ....server.graph import DYNAMIC, Graph, TensorSpec
 from ....server.sealed_blob import refusal, seal, unseal
 from ..kernel import Kernel
+from ..quantized import QuantizedKernel
 from . import ops  # noqa: F401  (every lowering registered)
+from .quantized import lower_quantized
 from .lowering import IR_VERSION, LOWERINGS, OPSET, NodeEmitter, NotLowerable, SegmentGraph, \
     onnx_dtype, value_name
 
@@ -226,6 +228,17 @@ def _segment_model(seg: SegmentGraph, outputs: Sequence[TensorSpec], name: str) 
     return model.SerializeToString()
 
 
+def lower_node(kernel: Kernel, seg: SegmentGraph) -> None:
+    """Write one node into `seg`; NotLowerable (with `seg` partly written) when it cannot."""
+    if isinstance(kernel, QuantizedKernel):
+        lower_quantized(kernel, seg)
+        return
+    lower = LOWERINGS.get(kernel.node.node_type)
+    if lower is None:
+        raise NotLowerable("no lowering")
+    lower(kernel, NodeEmitter(seg, kernel))
+
+
 def partition(graph: Graph, kernels: dict[int, Kernel]) -> Partition:
     """Lower what can be lowered; one session per run of consecutive lowered nodes."""
     order = graph.execution_order
@@ -260,22 +273,14 @@ def partition(graph: Graph, kernels: dict[int, Kernel]) -> Partition:
 
     for p, node_index in enumerate(order):
         kernel = kernels[node_index]
-        node = graph.nodes[node_index]
-        lower = LOWERINGS.get(node.node_type)
-        why = None
-        if lower is None:
-            why = "no lowering"
-        elif node.quant_type:
-            why = "quantised"
-        else:
-            mark = seg.checkpoint()
-            try:
-                lower(kernel, NodeEmitter(seg, kernel))
-                seg.lowered.append(node_index)
-                continue
-            except NotLowerable as exc:
-                seg.rollback(mark)
-                why = str(exc)
+        mark = seg.checkpoint()
+        try:
+            lower_node(kernel, seg)
+            seg.lowered.append(node_index)
+            continue
+        except NotLowerable as exc:
+            seg.rollback(mark)
+            why = str(exc)
         reasons[node_index] = why
         close(p)
         units.append(kernel)

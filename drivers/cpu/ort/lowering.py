@@ -122,7 +122,10 @@ class NodeEmitter:
 
     def input(self, i: int, perm: Sequence[int] | None = None) -> str:
         """Input i as an ONNX name, permuted by `perm` when given."""
-        spec = self.node.inputs[i]
+        return self.tensor(self.node.inputs[i], perm)
+
+    def tensor(self, spec: Any, perm: Sequence[int] | None = None) -> str:
+        """An HDI tensor as an ONNX name (an initializer when constant), permuted by `perm`."""
         key = None if perm is None else tuple(perm)
         if spec.is_constant:
             array = spec.constant if key is None else np.transpose(spec.constant, key)
