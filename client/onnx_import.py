@@ -26,8 +26,17 @@ Decisions:
   nodes stay numpy values until an operation needs them; a node whose inputs are all
   constant is evaluated with onnx's reference evaluator, and Shape / Size of a tensor with
   a static shape are constants — so Shape → Gather → Concat → Reshape chains become a
-  constant Reshape. A Shape of a tensor with a dynamic dimension is refused (fix the
-  dimension with `input_shapes=`).
+  constant Reshape. A Shape (Size) of a tensor with a dynamic dimension is the OH_NN Shape
+  operation (then a Gather into the ONNX order / start:end, or a ReduceProd), and a
+  Reshape to a shape computed at run time takes the inferred shape where at most one
+  dimension is unknown, else the shape tensor itself.
+* **LSTM** is one OH_NN LSTM layer: the gate blocks reordered from ONNX's i, o, f, c to
+  OH_NN's i, f, g, o (W, R and both halves of B), direction "reverse" as a forward layer
+  over the sequence reversed in time (a StridedSlice of stride -1, before and after),
+  layout 1 (batch first) through the recorded permutations; Y [seq, batch, D*H] is
+  reshaped to [seq, batch, D, H], ONNX's Y in layout (0, 2, 1, 3). Refused: activations
+  other than Sigmoid/Tanh/Tanh, clip, input_forget, non-zero peepholes, sequence_lens
+  shorter than the sequence, non-constant weights.
 * **Shapes** come from onnx's shape inference (with data propagation) after `input_shapes`
   is applied; a dynamic dimension is -1 (None for the model's inputs).
 * **Fusions** (exact rewrites only): BatchNormalization following a Conv with constant
@@ -42,7 +51,7 @@ Decisions:
   does not read (checked for every node), a value outside what the OH_NN operation
   computes (e.g. AveragePool with count_include_pad and ceil_mode together, Resize cubic,
   Pad "edge") — never an approximation.
-* Not imported (refused with that reason): LSTM/GRU/RNN, QuantizeLinear/DequantizeLinear
+* Not imported (refused with that reason): GRU/RNN, QuantizeLinear/DequantizeLinear
   (QDQ int8), control flow (If/Loop/Scan), ONNX functions of non-default domains.
 """
 
@@ -248,7 +257,6 @@ def _handles(*op_types: str) -> Callable[[Handler], Handler]:
 
 
 _REFUSED = {
-    "LSTM": "LSTM is not imported yet (build it with Model.op('LSTM', ...))",
     "GRU": "GRU has no OH_NN operation",
     "RNN": "RNN has no OH_NN operation",
     "QuantizeLinear": "QDQ int8 models are not imported yet",
@@ -512,12 +520,14 @@ class _Importer:
                     not self._named(operand, o.name))):
                 # rank 0: [1] (an OH_NN tensor has a shape; InferenceSession gives () back)
                 target = [1] if not operand.shape else _reshape_target(operand.shape)
-                if target is None:
-                    raise OnnxImportError(f"output {o.name!r}: cannot name a copy of a "
-                                          f"tensor with several dynamic dimensions")
-                operand = self.m.op("RESHAPE", operand, np.asarray(target, np.int64),
-                                    shape=tuple(target),
-                                    names=[o.name] if self.name_outputs else None)
+                names = [o.name] if self.name_outputs else None
+                if target is None:  # several dynamic dimensions: an identity Transpose
+                    operand = self.m.op("TRANSPOSE", operand,
+                                        np.arange(len(operand.shape), dtype=np.int64),
+                                        shape=operand.shape, names=names)
+                else:
+                    operand = self.m.op("RESHAPE", operand, np.asarray(target, np.int64),
+                                        shape=tuple(target), names=names)
             named.add(operand.index)
             outs.append(operand)
         self.m.outputs(*outs)
@@ -546,14 +556,33 @@ class _Importer:
 
     # -- constant folding ---------------------------------------------------------------------
 
+    def dynamic_shape(self, node: Any, attrs: _Attrs, v: _Value) -> None:
+        """Shape / Size of a tensor with a dynamic dimension: the OH_NN Shape operation
+        (then a Gather of the dimensions ONNX asks for, in the ONNX order, where the layout
+        or start / end differ; Size: their ReduceProd)."""
+        rank = len(v.shape)
+        operand = self.view(v, v.perm)
+        dims = self.m.op("SHAPE", operand, shape=(rank,), dtype=np.int64)
+        if node.op_type == "Size":
+            self.op(node, "REDUCE_PROD", [dims, np.asarray([0], np.int64)], node.output[0],
+                    None, dtype=np.dtype(np.int64), keepDims=False)
+            return
+        start, end = attrs.get("start", 0), attrs.get("end", None)
+        wanted = list(range(rank))[slice(start, end)]
+        phys = [_physical_axis(i, v.perm) for i in wanted]
+        if phys == list(range(rank)):
+            self.put(node.output[0], dims, None, node, np.dtype(np.int64))
+            return
+        self.op(node, "GATHER", [dims, np.asarray(phys, np.int64), np.asarray([0], np.int64)],
+                node.output[0], None, dtype=np.dtype(np.int64))
+
     def fold(self, node: Any, attrs: _Attrs) -> bool:
         """Evaluate a node at import time when its result does not depend on the inputs."""
         if node.op_type in ("Shape", "Size"):
             v = self.need(node, 0)
             if any(d < 0 for d in v.shape):
-                raise OnnxImportError(f"{node.op_type} of {node.input[0]!r}, whose shape "
-                                      f"{list(v.shape)} has dynamic dimensions: give fixed "
-                                      f"dimensions with input_shapes=", node)
+                self.dynamic_shape(node, attrs, v)
+                return True
             if node.op_type == "Size":
                 self.values[node.output[0]] = _Value((), np.dtype(np.int64),
                                                      const=np.asarray(math.prod(v.shape),
@@ -1128,6 +1157,131 @@ def _matmul(im: _Importer, node: Any, a: _Attrs) -> None:
           transposeB=False, activationType=_FUSE[activation])
 
 
+# -- recurrent ------------------------------------------------------------------------------------
+
+_LSTM_ACTIVATIONS = ["sigmoid", "tanh", "tanh"]
+
+
+def _lstm_gates(a: np.ndarray, axis: int) -> np.ndarray:
+    """ONNX's gate blocks i, o, f, c along `axis` in OH_NN's order i, f, g (= c), o."""
+    i, o, f, c = np.split(a, 4, axis=axis)
+    return np.ascontiguousarray(np.concatenate([i, f, c, o], axis=axis))
+
+
+def _reversed_in_time(im: _Importer, operand: Operand) -> Operand:
+    """operand[::-1] along axis 0 (a StridedSlice of stride -1, begin/end masked)."""
+    rank = len(operand.shape)
+    mask = (1 << rank) - 1
+    zeros = np.zeros(rank, np.int64)
+    return im.m.op("STRIDED_SLICE", operand, zeros, zeros,
+                   np.asarray([-1] + [1] * (rank - 1), np.int64), beginMask=mask,
+                   endMask=mask, ellipsisMask=0, newAxisMask=0, shrinkAxisMask=0,
+                   shape=operand.shape, dtype=operand.dtype)
+
+
+@_handles("LSTM")
+def _lstm(im: _Importer, node: Any, a: _Attrs) -> None:
+    """One OH_NN LSTM layer (numLayers 1): forward, reverse (the sequence reversed around a
+    forward layer) or bidirectional. Weights reordered from ONNX's gates i, o, f, c to
+    OH_NN's i, f, g, o; Y [seq, batch, D*H] is reshaped to [seq, batch, D, H], which is
+    ONNX's Y [seq, D, batch, H] in layout (0, 2, 1, 3) (layout=1: batch first)."""
+    x, w, r = im.need(node, 0), im.need(node, 1), im.need(node, 2)
+    b, lens, h0, c0, peep = (im.get(node, k) for k in range(3, 8))
+    direction = a.get("direction", "forward")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise OnnxImportError(f"direction {direction!r}", node)
+    dirs = 2 if direction == "bidirectional" else 1
+    activations = a.get("activations")
+    if activations is not None:
+        names = [v.decode() if isinstance(v, bytes) else str(v) for v in activations]
+        if [n.lower() for n in names] != _LSTM_ACTIVATIONS * dirs:
+            raise OnnxImportError(f"activations {names}: OH_NN's LSTM computes Sigmoid, Tanh, "
+                                  f"Tanh only", node)
+    for name in ("activation_alpha", "activation_beta"):
+        if a.get(name):
+            raise OnnxImportError(f"{name} (the default activations take no parameters)", node)
+    if a.get("clip") is not None:
+        raise OnnxImportError("clip: OH_NN's LSTM does not clip the gates", node)
+    if int(a.get("input_forget", 0)):
+        raise OnnxImportError("input_forget (coupled input and forget gates) is not an OH_NN "
+                              "LSTM", node)
+    layout = int(a.get("layout", 0))
+    if layout not in (0, 1):
+        raise OnnxImportError(f"layout {layout}", node)
+    if len(x.shape) != 3:
+        raise OnnxImportError(f"input of rank {len(x.shape)}, not 3", node)
+    if x.dtype.kind != "f":
+        raise OnnxImportError(f"input of type {x.dtype}", node)
+    for v, what in ((w, "W"), (r, "R"), (b, "B")):
+        if v is not None and v.const is None:
+            raise OnnxImportError(f"{what} must be a constant (its gates are reordered at "
+                                  f"import)", node)
+    seq, batch = (x.shape[1], x.shape[0]) if layout else (x.shape[0], x.shape[1])
+    if w.const.ndim != 3 or r.const.ndim != 3 or w.const.shape[0] != dirs:
+        raise OnnxImportError(f"W {list(w.const.shape)} / R {list(r.const.shape)} are not "
+                              f"[{dirs}, 4*hidden, ...]", node)
+    hidden = r.const.shape[2]
+    size = a.get("hidden_size")
+    if size is not None and int(size) != hidden:
+        raise OnnxImportError(f"hidden_size {size} disagrees with R's {hidden}", node)
+    if w.const.shape[1] != 4 * hidden or r.const.shape[:2] != (dirs, 4 * hidden):
+        raise OnnxImportError(f"W {list(w.const.shape)} / R {list(r.const.shape)} do not hold "
+                              f"4 gates of {hidden}", node)
+    if lens is not None:
+        full = lens.const is not None and seq >= 0 and bool(np.all(lens.const == seq))
+        if not full:
+            raise OnnxImportError("sequence_lens shorter than the sequence (or not constant): "
+                                  "OH_NN's LSTM runs every step", node)
+    if peep is not None and (peep.const is None or np.any(peep.const != 0)):
+        raise OnnxImportError("peepholes (P): OH_NN's LSTM has no peephole connections", node)
+    dtype = x.dtype
+    weight_ih = _lstm_gates(w.const.astype(dtype), 1)
+    weight_hh = _lstm_gates(r.const.astype(dtype), 1)
+    if b is not None:
+        if b.const.shape != (dirs, 8 * hidden):
+            raise OnnxImportError(f"B {list(b.const.shape)} is not [{dirs}, {8 * hidden}]", node)
+        bias = np.concatenate([_lstm_gates(half, 1) for half in
+                               np.split(b.const.astype(dtype), 2, axis=1)], axis=1)
+    else:
+        bias = np.zeros((dirs, 8 * hidden), dtype)
+    states = []
+    state_perm = (1, 0, 2) if layout else None
+    for v, what in ((h0, "initial_h"), (c0, "initial_c")):
+        if v is None:
+            if batch < 0:
+                raise OnnxImportError(f"{what} absent with a dynamic batch: give it, or fix "
+                                      f"the batch with input_shapes=", node)
+            states.append(im.m.constant(np.zeros((dirs, batch, hidden), dtype)))
+        else:
+            states.append(im.view(v, state_perm))
+    x_op = im.view(x, (1, 0, 2) if layout else None)
+    if direction == "reverse":
+        x_op = _reversed_in_time(im, x_op)
+    outs = [o if k < len(node.output) else "" for k, o in enumerate(list(node.output)[:3])]
+    outs += [""] * (3 - len(outs))
+    state_shape = (dirs, batch, hidden)
+    y, h_n, c_n = im.m.op(
+        "LSTM", x_op, weight_ih, weight_hh, bias, *states, outputs=3,
+        shapes=[(seq, batch, dirs * hidden), state_shape, state_shape], dtype=dtype,
+        names=["", *(o if im.names(o, state_perm) else "" for o in outs[1:])],
+        bidirectional=dirs == 2, hasBias=b is not None, inputSize=int(w.const.shape[2]),
+        hiddenSize=hidden, numLayers=1, numDirections=dirs)
+    for o, result in ((outs[1], h_n), (outs[2], c_n)):
+        if o:
+            if im.names(o, state_perm):
+                im.named[result.index] = o
+            im.put(o, result, state_perm, node, dtype)
+    if outs[0]:
+        if direction == "reverse":
+            y = _reversed_in_time(im, y)
+        y_perm = (1, 0, 2, 3) if layout else (0, 2, 1, 3)
+        # -1 for one dynamic dimension; with two, 0 copies them (OH_NN's Reshape, as ONNX's)
+        target = [seq, batch, dirs, hidden]
+        if seq < 0 and batch < 0:
+            target[:2] = [0, 0]
+        im.op(node, "RESHAPE", [y, np.asarray(target, np.int64)], outs[0], y_perm)
+
+
 # -- normalisation and softmax --------------------------------------------------------------------
 
 
@@ -1224,15 +1378,27 @@ def _transpose(im: _Importer, node: Any, a: _Attrs) -> None:
 
 @_handles("Reshape")
 def _reshape(im: _Importer, node: Any, a: _Attrs) -> None:
-    x = im.need(node, 0)
-    target = im.const(node, 1, "shape")
-    target = [int(d) for d in np.asarray(target).reshape(-1)]
-    if int(a.get("allowzero", 0)) and 0 in target:
-        raise OnnxImportError("allowzero with a 0 in the shape (an empty tensor)", node)
+    x, shape_v = im.need(node, 0), im.need(node, 1)
     out_shape = im.shape(node.output[0], node)
-    if all(d >= 0 for d in out_shape):
-        target = list(out_shape)
-    im.op(node, "RESHAPE", [im.view(x), np.asarray(target, np.int64)], node.output[0], None)
+    allowzero = int(a.get("allowzero", 0))
+    if shape_v.const is not None:
+        target = [int(d) for d in np.asarray(shape_v.const).reshape(-1)]
+        if allowzero and 0 in target:
+            raise OnnxImportError("allowzero with a 0 in the shape (an empty tensor)", node)
+        if all(d >= 0 for d in out_shape):
+            target = list(out_shape)
+        im.op(node, "RESHAPE", [im.view(x), np.asarray(target, np.int64)], node.output[0],
+              None)
+        return
+    # A shape computed at run time (from a Shape of a dynamic tensor): the inferred shape
+    # where it has at most one unknown dimension, else the shape tensor itself (OH_NN's
+    # Reshape reads a run-time shape; 0 copies a dimension, -1 infers one, as in ONNX).
+    if allowzero:
+        raise OnnxImportError("allowzero with a shape computed at run time (a 0 would copy a "
+                              "dimension in OH_NN)", node)
+    target = _reshape_target(out_shape)
+    shape_in = np.asarray(target, np.int64) if target is not None else im.view(shape_v)
+    im.op(node, "RESHAPE", [im.view(x), shape_in], node.output[0], None)
 
 
 @_handles("Flatten")
@@ -1373,6 +1539,14 @@ def _gather(im: _Importer, node: Any, a: _Attrs) -> None:
         size = x.shape[axis]
         if size >= 0 and ((idx.const < -size) | (idx.const >= size)).any():
             raise OnnxImportError(f"an index outside [-{size}, {size})", node)
+    if idx.const is not None and idx.const.ndim == 0:
+        # A scalar index (Shape -> Gather(0) in PyTorch's exports): a rank-0 constant is a
+        # [1] tensor in OH_NN, so Gather [k], then Squeeze the gathered axis.
+        kept = tuple(1 if i == axis else d for i, d in enumerate(x.shape))
+        gathered = im.m.op("GATHER", im.view(x), idx.const.reshape(1),
+                           np.asarray([axis], np.int64), shape=kept, dtype=x.dtype)
+        im.op(node, "SQUEEZE", [gathered], node.output[0], None, axis=[axis])
+        return
     im.op(node, "GATHER", [im.view(x), im.view(idx), np.asarray([axis], np.int64)],
           node.output[0], None)
 

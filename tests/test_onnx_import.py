@@ -593,8 +593,8 @@ def test_unsupported_operator_names_node_and_operator():
                  mode="cubic"), r"mode 'cubic'"),
     (lambda: one("MaxPool", {"x": X4}, kernel_shape=[2, 2], dilations=[2, 2]),
      r"dilations \[2, 2\]"),
-    (lambda: one("LSTM", {"x": f32(3, 2, 4)}, {"w": f32(1, 8, 4), "r": f32(1, 8, 2)},
-                 hidden_size=2), r"LSTM is not imported"),
+    (lambda: one("GRU", {"x": f32(3, 2, 4)}, {"w": f32(1, 6, 4), "r": f32(1, 6, 2)},
+                 hidden_size=2), r"GRU has no OH_NN operation"),
     (lambda: (helper.make_model(
         helper.make_graph([helper.make_node("Relu", ["x"], ["y"], domain="com.microsoft")],
                           "g", [helper.make_tensor_value_info("x", F, [2])],
@@ -618,13 +618,19 @@ def test_unread_attribute_is_refused():
         import_onnx(model)
 
 
-def test_shape_of_dynamic_tensor_asks_for_input_shapes(runtime):
+def test_shape_of_dynamic_tensor_runs_on_the_device(runtime):
+    """A Shape of a tensor with a dynamic dimension is the OH_NN Shape operation (more in
+    tests/test_onnx_import_lstm_qdq.py); input_shapes= still folds it away."""
     model, _ = _shape_subgraph()
-    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
-    with pytest.raises(OnnxImportError, match="input_shapes="):
-        import_onnx(model)
+    for value in (model.graph.input[0], model.graph.output[0]):
+        value.type.tensor_type.shape.dim[0].dim_param = "batch"
+    del model.graph.value_info[:]
+    for batch in (2, 5):
+        check(model, {"x": f32(batch, 3, 4, 4, seed=batch)})
     with import_onnx(model, input_shapes={"x": [2, 3, 4, 4]}) as imported:
-        assert imported.handle.lowered().inputs[0].shape == [2, 3, 4, 4]
+        lowered = imported.handle.lowered()
+        assert lowered.inputs[0].shape == [2, 3, 4, 4]
+        assert len(lowered.hdi.nodes) == 1  # folded: one Reshape
 
 
 # -- Model.load --------------------------------------------------------------------------------
