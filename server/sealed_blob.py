@@ -29,6 +29,11 @@ def seal(magic: bytes, version: int, identity: str, payload: bytes) -> bytes:
             + struct.pack("<I", zlib.crc32(payload)) + payload)
 
 
+def has_magic(blob: bytes | memoryview, magic: bytes) -> bool:
+    """Whether a blob claims to be of this kind (unseal checks the rest)."""
+    return bytes(memoryview(blob)[:len(magic)]) == magic
+
+
 def unseal(blob: bytes | memoryview, magic: bytes, version: int, identity: str,
            what: str) -> memoryview:
     """The payload of a blob sealed with the same magic, version and identity (no copy)."""

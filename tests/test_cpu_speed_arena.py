@@ -16,36 +16,11 @@ from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import DYNAMIC, Graph, NodeSpec, TensorSpec
+from nnrt.server.graph import DYNAMIC
 from tests.conftest import in_threads
-from tests.kernels.util import Const, make_node, randn, tensor_spec
+from tests.kernels.util import Const, GraphBuilder, make_node, randn
 
 NEVER = lambda: False  # noqa: E731  (a run nobody cancels)
-
-
-class GraphBuilder:
-    """A Graph built directly (no client): float32 tensors, nodes in execution order."""
-
-    def __init__(self) -> None:
-        self.tensors: list[TensorSpec] = []
-        self.nodes: list[NodeSpec] = []
-
-    def tensor(self, shape, constant: np.ndarray | None = None, dtype=np.float32) -> TensorSpec:
-        t = tensor_spec(len(self.tensors), dtype, shape, constant=constant)
-        self.tensors.append(t)
-        return t
-
-    def node(self, node_type: int, attrs, inputs, out_shape, dtype=np.float32) -> TensorSpec:
-        out = self.tensor(out_shape, dtype=dtype)
-        self.nodes.append(NodeSpec(index=len(self.nodes), name=f"n{len(self.nodes)}",
-                                   node_type=node_type, attrs=attrs, inputs=tuple(inputs),
-                                   outputs=(out,)))
-        return out
-
-    def graph(self, inputs, outputs) -> Graph:
-        return Graph(name="g", tensors=tuple(self.tensors), nodes=tuple(self.nodes),
-                     inputs=tuple(inputs), outputs=tuple(outputs),
-                     execution_order=tuple(range(len(self.nodes))))
 
 
 def small_cnn(batch: int = 2):
@@ -83,7 +58,7 @@ def reference(plan: ExecutionPlan, x: np.ndarray) -> list[np.ndarray]:
     values[plan.input_ids[0]] = x
     for step in plan.steps:
         for index, value in zip(step.outputs,
-                                step.kernel.execute([values[i] for i in step.inputs])):
+                                step.unit.execute([values[i] for i in step.inputs])):
             values[index] = value
     return [values[i] for i in plan.output_ids]
 

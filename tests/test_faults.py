@@ -24,7 +24,7 @@ from nnrt.server.errors import (
 from tests.conftest import health_status, start_driver, wait_until
 from tests.test_admin import set_faults, status
 from tests.test_driver_process import add_model, io
-from tests.test_model_cache import exported_blob, prepare_from
+from tests.test_model_cache import exported_blobs, prepare_from
 
 
 def _ready_to_run(client):
@@ -128,13 +128,14 @@ def test_corrupt_exported_cache_is_refused_when_prepared_from(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-corrupt-exported-cache")
     try:
         with driver.client() as client:
-            corrupted = exported_blob(client, add_model().prepare(client))
-            assert prepare_from(client, [corrupted]).returnCode == NNRT_INVALID_MODEL_CACHE
+            corrupted = exported_blobs(client, add_model().prepare(client))
+            assert prepare_from(client, corrupted).returnCode == NNRT_INVALID_MODEL_CACHE
             assert set_faults(driver).returnCode == 0
-            sound = exported_blob(client, add_model().prepare(client))
-            assert prepare_from(client, [sound]).returnCode == NNRT_SUCCESS
-            assert len(sound) == len(corrupted) and sound != corrupted
-            assert sum(a != b for a, b in zip(sound, corrupted)) == 1  # one flipped byte
+            sound = exported_blobs(client, add_model().prepare(client))
+            assert prepare_from(client, sound).returnCode == NNRT_SUCCESS
+            for good, bad in zip(sound, corrupted, strict=True):  # each blob: one flipped byte
+                assert len(good) == len(bad)
+                assert sum(a != b for a, b in zip(good, bad)) == 1
     finally:
         assert driver.stop() == 0
 

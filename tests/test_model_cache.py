@@ -13,15 +13,25 @@ BATCH, SIZES = 3, (12, 24, 6)
 
 
 def exported_blob(client, model_id) -> bytes:
+    """The one blob of a device that exports one (GPU, accelerator, the numpy engine)."""
+    blobs = exported_blobs(client, model_id)
+    assert len(blobs) == 1
+    return blobs[0]
+
+
+def exported_blobs(client, model_id) -> list[bytes]:
+    """The graph blob, and with the ort engine the optimised onnxruntime models."""
     reply = client.export_model_cache(model_id)
-    assert reply.returnCode == NNRT_SUCCESS and len(reply.modelCache) == 1
-    code, memory = client.map_buffer(reply.modelCache[0])
-    assert code == NNRT_SUCCESS
-    blob = bytes(memory.view())
-    memory.close()
-    again = client.export_model_cache(model_id)  # serialised once: the same buffer again
+    assert reply.returnCode == NNRT_SUCCESS and len(reply.modelCache) in (1, 2)
+    blobs = []
+    for buffer in reply.modelCache:
+        code, memory = client.map_buffer(buffer)
+        assert code == NNRT_SUCCESS
+        blobs.append(bytes(memory.view()))
+        memory.close()
+    again = client.export_model_cache(model_id)  # serialised once: the same buffers again
     assert [b.bufferId for b in again.modelCache] == [b.bufferId for b in reply.modelCache]
-    return blob
+    return blobs
 
 
 def prepare_from(client, blobs, config=None):
@@ -56,20 +66,20 @@ def run_prepared(client, model_id, x):
 def cached(client):
     builder, reference = mlp(BATCH, SIZES)
     model_id = builder.prepare(client)
-    return model_id, exported_blob(client, model_id), reference
+    return model_id, exported_blobs(client, model_id), reference
 
 
 def test_cache_round_trip_computes_identically(client, cached):
-    model_id, blob, reference = cached
+    model_id, blobs, reference = cached
     assert client.is_model_cache_supported().isSupported is True
     x = f32(BATCH, SIZES[0])
-    reply = prepare_from(client, [blob])
+    reply = prepare_from(client, blobs)
     assert reply.returnCode == NNRT_SUCCESS
     from_cache = run_prepared(client, reply.preparedModelId, x)
     np.testing.assert_array_equal(from_cache, run_prepared(client, model_id, x))
     np.testing.assert_allclose(from_cache, reference(x), rtol=1e-5, atol=1e-6)
     # the config of the import applies: the same blob prepared in float16 mode
-    half = prepare_from(client, [blob], ht.ModelConfig(enableFloat16=True))
+    half = prepare_from(client, blobs, ht.ModelConfig(enableFloat16=True))
     assert half.returnCode == NNRT_SUCCESS
     np.testing.assert_allclose(run_prepared(client, half.preparedModelId, x), reference(x),
                                atol=2e-3)
@@ -95,22 +105,28 @@ def _flip(blob: bytes, position: int) -> bytes:
     pytest.param(lambda b: b.replace(b"nnrt-cpu nnrt", b"nnrt-gpu nnrt"), id="other-device"),
 ])
 def test_a_damaged_or_foreign_cache_is_refused(client, cached, damage):
-    _, blob, _ = cached
-    assert prepare_from(client, [damage(blob)]).returnCode == NNRT_INVALID_MODEL_CACHE
-    assert prepare_from(client, [blob]).returnCode == NNRT_SUCCESS  # still serving
+    _, blobs, _ = cached
+    graph_blob, rest = blobs[0], blobs[1:]
+    assert prepare_from(client, [damage(graph_blob), *rest]).returnCode == \
+        NNRT_INVALID_MODEL_CACHE
+    assert prepare_from(client, blobs).returnCode == NNRT_SUCCESS  # still serving
 
 
-def test_cache_buffer_count_must_be_one(client, cached):
-    _, blob, _ = cached
-    assert prepare_from(client, [blob, blob]).returnCode == NNRT_INVALID_MODEL_CACHE
+def test_cache_buffer_count_must_be_one_or_two(client, cached):
+    # One graph blob, and from the ort engine its optimised models: never the graph twice,
+    # never a third blob, never none.
+    _, blobs, _ = cached
+    assert prepare_from(client, [blobs[0], blobs[0]]).returnCode == NNRT_INVALID_MODEL_CACHE
+    assert prepare_from(client, [blobs[0], blobs[-1], blobs[-1]]).returnCode == \
+        NNRT_INVALID_MODEL_CACHE
     assert client.prepare_model_from_model_cache([]).returnCode == NNRT_INVALID_MODEL_CACHE
 
 
 def test_another_models_cache_prepares_that_other_model(client, cached):
     # A cache is self-contained: it can only ever be the model it was exported from.
     builder, reference = mlp(BATCH, SIZES, seed=99)
-    other = exported_blob(client, builder.prepare(client))
-    reply = prepare_from(client, [other])
+    other = exported_blobs(client, builder.prepare(client))
+    reply = prepare_from(client, other)
     x = f32(BATCH, SIZES[0])
     np.testing.assert_allclose(run_prepared(client, reply.preparedModelId, x), reference(x),
                                rtol=1e-5, atol=1e-6)

@@ -21,7 +21,7 @@ from nnrt.drivers.cpu.kernel import Kernel, create_kernel
 from nnrt.drivers.cpu.plan import ExecutionPlan, one_unit_per_node
 from nnrt.drivers.reference import supported_operations
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server import graph_cache
+from nnrt.server import graph_cache, sealed_blob
 from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
 from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import Graph, Shape
@@ -29,6 +29,7 @@ from nnrt.server.graph import Graph, Shape
 log = logging.getLogger(__name__)
 
 ENGINES = ("ort", "numpy")
+ORT_CACHE_MAGIC = b"NNRTORTM"  # nnrt.drivers.cpu.ort.engine.MAGIC, known without onnxruntime
 # Outputs smaller than this are copied from onnxruntime's result into the client's window:
 # binding them (IOBinding) costs more than the copy (~6 µs against ~1 µs at 64 KiB).
 _BIND_OUTPUTS_FROM_BYTES = 64 << 10
@@ -71,20 +72,20 @@ class CpuPreparedModel(PreparedModel):
         from nnrt.drivers.cpu.ort import engine
 
         def ort_units(graph: Graph, kernels: dict[int, Kernel]):
-            if blob is None:
-                self.partition = engine.partition(graph, kernels)
-                log.info("prepared %r: %s", graph.name, self.partition.describe())
-            else:
-                self.partition = engine.restore(blob, self.cache_identity, graph, kernels)
-                log.info("prepared %r from its optimised-model cache: %s", graph.name,
-                         self.partition.describe())
+            if blob is not None:
+                self.partition = engine.restore(blob, self.device.identity, graph, kernels,
+                                                self.float16)
+                if self.partition is not None:
+                    log.info("prepared %r from its optimised-model cache: %s", graph.name,
+                             self.partition.describe())
+                    return engine.units_with_tensors(self.partition, graph)
+                log.info("the optimised-model cache of %r was made for the other precision "
+                         "mode: lowered again", graph.name)
+            self.partition = engine.partition(graph, kernels)
+            log.info("prepared %r: %s", graph.name, self.partition.describe())
             return engine.units_with_tensors(self.partition, graph)
 
         return ort_units
-
-    @property
-    def cache_identity(self) -> str:
-        return self.device.identity + (" float16" if self.float16 else "")
 
     def static_output_shapes(self) -> list[Shape] | None:
         return self.plan.output_shapes()
@@ -112,7 +113,7 @@ class CpuPreparedModel(PreparedModel):
         if self.partition is not None and self.partition.segments:
             from nnrt.drivers.cpu.ort import engine
 
-            blobs.append(engine.export(self.partition, self.cache_identity))
+            blobs.append(engine.export(self.partition, self.device.identity, self.float16))
         return blobs
 
     def close(self) -> None:
@@ -178,5 +179,10 @@ class CpuDevice(Device):
         graph = graph_cache.decode(blobs[0], self.identity)
         # A numpy engine reads the graph alone; an ort engine given a graph alone (a cache
         # of the numpy engine) lowers and optimises it again.
-        ort_blob = blobs[1] if len(blobs) == 2 and self.engine == "ort" else None
+        ort_blob = blobs[1] if len(blobs) == 2 else None
+        if ort_blob is not None and not sealed_blob.has_magic(ort_blob, ORT_CACHE_MAGIC):
+            raise DriverError(NNRT_INVALID_MODEL_CACHE, "model cache refused: the second blob "
+                                                        "is not an onnxruntime model cache")
+        if self.engine != "ort":
+            ort_blob = None
         return CpuPreparedModel(graph, config, self, ort_blob)

@@ -19,7 +19,7 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.errors import (NNRT_DEVICE_ERROR, NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, NNRT_NOT_SUPPORT, NNRT_OUT_OF_MEMORY,
                                 NNRT_SUCCESS, NNRT_UNSUPPORTED_OP)
 from tests.conftest import admin_details, start_driver
-from tests.test_model_cache import _flip, exported_blob, prepare_from, run_prepared
+from tests.test_model_cache import _flip, exported_blobs, prepare_from, run_prepared
 from tests.test_models_e2e import f32, mlp, run
 
 ANY = ("--cl-device", "any")
@@ -182,7 +182,7 @@ def test_a_damaged_or_foreign_cache_is_refused(gpu, gpu_blobs, damage):
 
 def test_a_cpu_drivers_cache_is_refused(gpu, client):
     builder, _ = mlp(BATCH, SIZES)
-    cpu_blob = exported_blob(client, builder.prepare(client))
+    cpu_blob = exported_blobs(client, builder.prepare(client))[0]  # the graph blob
     assert prepare_from(gpu, [cpu_blob]).returnCode == NNRT_INVALID_MODEL_CACHE
     assert prepare_from(gpu, [cpu_blob, cpu_blob]).returnCode == NNRT_INVALID_MODEL_CACHE
 

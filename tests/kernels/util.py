@@ -20,7 +20,7 @@ from nnrt.drivers.cpu.kernel import Kernel, create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.dtypes import hdi_data_type
 from nnrt.server.errors import DriverError
-from nnrt.server.graph import DYNAMIC, NodeSpec, QuantParam, TensorSpec
+from nnrt.server.graph import DYNAMIC, Graph, NodeSpec, QuantParam, TensorSpec
 from tests.gpu.differential import compare_on_gpu
 from tests.ort.differential import compare_on_ort
 
@@ -92,6 +92,34 @@ def make_node(node_type: int, attrs: Any, inputs: Sequence[InputLike], *,
                for k in range(n_outputs)]
     return NodeSpec(index=0, name="node", node_type=node_type, attrs=attrs, inputs=tuple(specs),
                     outputs=tuple(outputs), quant_type=quant_type)
+
+
+class GraphBuilder:
+    """A Graph built directly (no client), nodes in execution order: float32 tensors unless
+    told, quantisation parameters where given."""
+
+    def __init__(self) -> None:
+        self.tensors: list[TensorSpec] = []
+        self.nodes: list[NodeSpec] = []
+
+    def tensor(self, shape, constant: np.ndarray | None = None, dtype=np.float32,
+               quant: Sequence[QuantParam] = ()) -> TensorSpec:
+        t = tensor_spec(len(self.tensors), dtype, shape, constant=constant, quant=quant)
+        self.tensors.append(t)
+        return t
+
+    def node(self, node_type: int, attrs, inputs, out_shape, dtype=np.float32,
+             quant: Sequence[QuantParam] = (), quant_type: int = ht.QUANT_TYPE_NONE) -> TensorSpec:
+        out = self.tensor(out_shape, dtype=dtype, quant=quant)
+        self.nodes.append(NodeSpec(index=len(self.nodes), name=f"n{len(self.nodes)}",
+                                   node_type=node_type, attrs=attrs, inputs=tuple(inputs),
+                                   outputs=(out,), quant_type=quant_type))
+        return out
+
+    def graph(self, inputs, outputs) -> Graph:
+        return Graph(name="g", tensors=tuple(self.tensors), nodes=tuple(self.nodes),
+                     inputs=tuple(inputs), outputs=tuple(outputs),
+                     execution_order=tuple(range(len(self.nodes))))
 
 
 def arrays_of(inputs: Sequence[InputLike]) -> list[np.ndarray]:

@@ -290,7 +290,7 @@ def partition(graph: Graph, kernels: dict[int, Kernel]) -> Partition:
 
 # ------------------------------------------------------------------ the model cache
 
-MAGIC = b"NNRTORTM"
+MAGIC = b"NNRTORTM"  # also drivers/cpu/device.py ORT_CACHE_MAGIC
 FORMAT_VERSION = 1
 WHAT = "onnxruntime model cache"
 
@@ -306,24 +306,32 @@ def cache_identity(device_identity: str) -> str:
     return f"{device_identity} onnxruntime {ort.__version__} cpu {digest}"
 
 
-def export(part: Partition, identity: str) -> bytes:
-    """The optimised models of every segment and where they sit in the graph."""
+def export(part: Partition, identity: str, float16: bool) -> bytes:
+    """The optimised models of every segment, where they sit in the graph, and the
+    precision mode they were lowered in."""
     segments = part.segments
-    header = json.dumps([{"nodes": s.node_indices, "inputs": s.input_ids,
-                          "outputs": s.output_ids} for s in segments]).encode()
+    header = json.dumps({"float16": float16, "segments": [
+        {"nodes": s.node_indices, "inputs": s.input_ids, "outputs": s.output_ids}
+        for s in segments]}).encode()
     chunks = [struct.pack("<Q", len(header)), header]
     for s in segments:
         chunks += [struct.pack("<Q", len(s.optimized_model)), s.optimized_model]
     return seal(MAGIC, FORMAT_VERSION, cache_identity(identity), b"".join(chunks))
 
 
-def restore(blob: bytes, identity: str, graph: Graph, kernels: dict[int, Kernel]) -> Partition:
+def restore(blob: bytes, identity: str, graph: Graph, kernels: dict[int, Kernel],
+            float16: bool) -> Partition | None:
     """The partition of `graph` from an exported blob: sessions over the optimised models,
-    numpy kernels for the rest; NNRT_INVALID_MODEL_CACHE for a blob that does not fit."""
+    numpy kernels for the rest; None when the blob was lowered in the other precision mode
+    (the config of the import decides: lower again); NNRT_INVALID_MODEL_CACHE for a blob
+    that does not fit."""
     payload = unseal(blob, MAGIC, FORMAT_VERSION, cache_identity(identity), WHAT)
     try:
         (length,) = struct.unpack_from("<Q", payload, 0)
-        entries = json.loads(bytes(payload[8:8 + length]))
+        header = json.loads(bytes(payload[8:8 + length]))
+        if not isinstance(header, dict) or not isinstance(header.get("segments"), list):
+            raise ValueError("no segment table")
+        entries = header["segments"]
         offset = 8 + length
         models = []
         for _ in entries:
@@ -336,6 +344,8 @@ def restore(blob: bytes, identity: str, graph: Graph, kernels: dict[int, Kernel]
             raise ValueError("trailing bytes")
     except (struct.error, ValueError, UnicodeDecodeError) as exc:
         raise refusal(WHAT, f"malformed ({exc})") from None
+    if header.get("float16") is not float16:
+        return None
     by_first: dict[int, tuple[dict, bytes]] = {}
     covered: set[int] = set()
     for entry, model in zip(entries, models):
