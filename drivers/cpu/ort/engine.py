@@ -98,7 +98,7 @@ def _new_session(model: bytes, so: ort.SessionOptions) -> ort.InferenceSession:
     host), sessions get pools of their own from then on, of the same size."""
     global _shared_pool
     try:
-        return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        return _session(model, so)
     except Exception as exc:
         if not _shared_pool or "GlobalThreadPools" not in str(exc):
             raise
@@ -107,7 +107,15 @@ def _new_session(model: bytes, so: ort.SessionOptions) -> ort.InferenceSession:
     _shared_pool = False
     so.use_per_session_threads = True
     so.intra_op_num_threads = configure_threads(None)
-    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    return _session(model, so)
+
+
+def _session(model: bytes, so: ort.SessionOptions) -> ort.InferenceSession:
+    # QDQ propagation (onnxruntime 1.32) rebuilds a QuantizeLinear of opset 21 with a zero
+    # point of the wrong type and then refuses the graph; moving DequantizeLinear past a
+    # Reshape gains nothing on the paths we lower.
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=["QDQPropagationTransformer"])
 
 
 # ------------------------------------------------------------------ segments

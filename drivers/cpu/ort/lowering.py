@@ -92,13 +92,13 @@ class SegmentGraph:
         name = self._constants.get(key)
         if name is None:
             name = self.fresh(f"c{key[0]}")
-            self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+            self.initializers.append(numpy_helper.from_array(np.array(array, order="C"), name))
             self._constants[key] = name
         return name
 
     def add_array(self, array: np.ndarray, hint: str) -> str:
         name = self.fresh(hint)
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        self.initializers.append(numpy_helper.from_array(np.array(array, order="C"), name))
         return name
 
 

@@ -1,0 +1,282 @@
+"""The onnxruntime engine as a whole: partitioning, QDQ, the optimised-model cache, run_into,
+failures inside onnxruntime, the device's engine choice and what it reports, and the driver
+process's options. Operator by operator it is checked by the differential suite
+(tests/ort/differential.py, over every kernel test case)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from nnrt.drivers.cpu import device as cpu_device
+from nnrt.drivers.cpu.device import CpuDevice
+from nnrt.drivers.cpu.ort import engine
+from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.device import PrepareConfig
+from nnrt.server.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
+from nnrt.server.graph import QuantParam
+from tests.conftest import admin_details, start_driver
+from tests.kernels.util import GraphBuilder, randn
+from tests.ort.differential import assert_agree
+
+NEVER = lambda: False  # noqa: E731
+IDENTITY = CpuDevice.name + " test"
+RELU = ht.ACTIVATION_TYPE_RELU
+
+
+def numpy_outputs(graph, inputs):
+    return ExecutionPlan(graph).run(inputs, NEVER)
+
+
+def ort_plan(graph, part=None):
+    holder = {}
+
+    def partitioner(g, kernels):
+        holder["part"] = part or engine.partition(g, kernels)
+        return engine.units_with_tensors(holder["part"], g)
+
+    plan = ExecutionPlan(graph, partitioner=partitioner)
+    return plan, holder["part"]
+
+
+def mlp_with_elu(batch: int = 3):
+    """fc+relu -> ELU activation (stays on numpy: ONNX's Elu loses expm1's precision) ->
+    fc -> add: two onnxruntime segments around one numpy node."""
+    g = GraphBuilder()
+    x = g.tensor((batch, 6))
+    h = g.node(na.NODE_TYPE_FULL_CONNECTION,
+               na.FullConnection(hasBias=True, activationType=RELU),
+               [x, g.tensor((8, 6), randn(8, 6, seed=1)), g.tensor((8,), randn(8, seed=2))],
+               (batch, 8))
+    e = g.node(na.NODE_TYPE_ACTIVATION, na.Activation(activationType=ht.ACTIVATION_TYPE_ELU,
+                                                      alpha=1.0), [h], (batch, 8))
+    f = g.node(na.NODE_TYPE_FULL_CONNECTION, na.FullConnection(),
+               [e, g.tensor((4, 8), randn(4, 8, seed=3))], (batch, 4))
+    y = g.node(na.NODE_TYPE_ADD_FUSION, na.AddFusion(), [f, g.tensor((4,), randn(4, seed=4))],
+               (batch, 4))
+    return g.graph([x], [y])
+
+
+def test_a_node_that_cannot_be_lowered_splits_the_graph_and_says_why():
+    graph = mlp_with_elu()
+    plan, part = ort_plan(graph)
+    kinds = [type(u).__name__ for u in part.units]
+    assert kinds == ["OrtSegment", "Activation", "OrtSegment"], kinds
+    assert part.ort_nodes == 3 and part.numpy_nodes == 1
+    assert "ACTIVATION_TYPE_ELU" in part.reasons[1]
+    assert "node 1: " in part.describe()
+    x = randn(3, 6, seed=9)
+    assert_agree(plan.run([x], NEVER), numpy_outputs(graph, [x]))
+
+
+def test_an_entirely_lowerable_graph_is_one_session():
+    g = GraphBuilder()
+    x = g.tensor((2, 6))
+    h = g.node(na.NODE_TYPE_FULL_CONNECTION, na.FullConnection(activationType=RELU),
+               [x, g.tensor((5, 6), randn(5, 6, seed=1))], (2, 5))
+    y = g.node(na.NODE_TYPE_MUL_FUSION, na.MulFusion(), [h, h], (2, 5))
+    graph = g.graph([x], [y, h])  # an intermediate that is also a model output
+    plan, part = ort_plan(graph)
+    assert part.single_segment is not None and not part.reasons
+    x = randn(2, 6, seed=3)
+    assert_agree(plan.run([x], NEVER), numpy_outputs(graph, [x]))
+
+
+def quantised_cnn():
+    """int8: conv (per-channel weights, int32 bias, fused ReLU) -> fc, QUANT_TYPE_ALL."""
+    rng = np.random.default_rng(5)
+    g = GraphBuilder()
+    sx = 1 / 127
+    x = g.tensor((2, 6, 6, 3), dtype=np.int8, quant=[QuantParam(8, 0, sx)])
+    w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    w_scales = rng.uniform(0.002, 0.004, 4)
+    wq = g.tensor(w.shape, w, np.int8, quant=[QuantParam(8, 0, float(s)) for s in w_scales])
+    bias = g.tensor((4,), rng.integers(-200, 200, 4).astype(np.int32), np.int32)
+    c = g.node(na.NODE_TYPE_CONV2D_FUSION,
+               na.Conv2DFusion(kernelSize=[3, 3], padMode=ht.PAD_MODE_SAME,
+                               activationType=RELU),
+               [x, wq, bias], (2, 6, 6, 4), dtype=np.int8, quant=[QuantParam(8, -128, 0.02)],
+               quant_type=ht.QUANT_TYPE_ALL)
+    fw = rng.integers(-127, 128, (5, 144)).astype(np.int8)
+    y = g.node(na.NODE_TYPE_FULL_CONNECTION, na.FullConnection(),
+               [c, g.tensor(fw.shape, fw, np.int8, quant=[QuantParam(8, 0, 0.003)])], (2, 5),
+               dtype=np.int8, quant=[QuantParam(8, 0, 0.05)], quant_type=ht.QUANT_TYPE_ALL)
+    return g.graph([x], [y]), rng.integers(-127, 128, (2, 6, 6, 3)).astype(np.int8)
+
+
+def test_quantised_nodes_run_as_qdq_within_one_step():
+    graph, x = quantised_cnn()
+    plan, part = ort_plan(graph)
+    assert part.single_segment is not None, part.describe()
+    got, = plan.run([x], NEVER)
+    want, = numpy_outputs(graph, [x])
+    assert got.dtype == np.int8
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+    assert np.count_nonzero(want) > 0  # not a vacuous agreement on zeros
+
+
+# -- the optimised-model cache -------------------------------------------------------------
+
+
+def _restored(graph, blob, float16=False):
+    kernels = ExecutionPlan(graph).kernels
+    return engine.restore(blob, IDENTITY, graph, kernels, float16)
+
+
+def test_the_optimised_models_round_trip_without_lowering_again(monkeypatch):
+    graph = mlp_with_elu()
+    plan, part = ort_plan(graph)
+    blob = engine.export(part, IDENTITY, float16=False)
+    monkeypatch.setattr(engine, "lower_node", lambda *a: pytest.fail("lowered again"))
+    restored = _restored(graph, blob)
+    assert [type(u).__name__ for u in restored.units] == ["OrtSegment", "Activation",
+                                                          "OrtSegment"]
+    plan2, _ = ort_plan(graph, restored)
+    x = randn(3, 6, seed=11)
+    np.testing.assert_array_equal(plan2.run([x], NEVER)[0], plan.run([x], NEVER)[0])
+
+
+def test_a_cache_of_the_other_precision_mode_is_lowered_again():
+    graph = mlp_with_elu()
+    _, part = ort_plan(graph)
+    assert _restored(graph, engine.export(part, IDENTITY, float16=True)) is None
+
+
+def _flip(blob: bytes, position: int) -> bytes:
+    data = bytearray(blob)
+    data[position] ^= 0x01
+    return bytes(data)
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(lambda b: _flip(b, len(b) - 3), id="bit-flip-in-a-model"),
+    pytest.param(lambda b: b[:-1], id="truncated"),
+    pytest.param(lambda b: b + b"\0", id="trailing-byte"),
+    pytest.param(lambda b: b.replace(b"onnxruntime", b"onnxruntimX"), id="other-onnxruntime"),
+    pytest.param(lambda b: b"NNRTGRPH" + b[8:], id="another-kind"),
+])
+def test_a_damaged_or_foreign_optimised_model_cache_is_refused(damage):
+    graph = mlp_with_elu()
+    _, part = ort_plan(graph)
+    blob = engine.export(part, IDENTITY, float16=False)
+    with pytest.raises(DriverError) as info:
+        _restored(graph, damage(blob))
+    assert info.value.code == NNRT_INVALID_MODEL_CACHE
+
+
+def test_a_cache_whose_segments_do_not_fit_the_model_is_refused():
+    graph = mlp_with_elu()
+    _, part = ort_plan(graph)
+    blob = engine.export(part, IDENTITY, float16=False)
+    g = GraphBuilder()  # another model: two nodes only
+    x = g.tensor((3, 6))
+    h = g.node(na.NODE_TYPE_ACTIVATION, na.Activation(activationType=RELU), [x], (3, 6))
+    y = g.node(na.NODE_TYPE_ACTIVATION, na.Activation(activationType=RELU), [h], (3, 6))
+    with pytest.raises(DriverError) as info:
+        _restored(g.graph([x], [y]), blob)
+    assert info.value.code == NNRT_INVALID_MODEL_CACHE
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+def test_a_failure_inside_onnxruntime_fails_that_run_only(caplog):
+    graph = mlp_with_elu()
+    plan, part = ort_plan(graph)
+    segment = part.segments[0]
+    with caplog.at_level(logging.ERROR), pytest.raises(DriverError) as info:
+        segment.execute([np.zeros((3, 6), np.float64)])  # a dtype the session does not take
+    assert info.value.code == NNRT_FAILED and "onnxruntime segment" in str(info.value)
+    assert "failed" in caplog.text
+    x = randn(3, 6, seed=2)
+    assert_agree(plan.run([x], NEVER), numpy_outputs(graph, [x]))
+
+
+@pytest.mark.parametrize("width", [4, 40_000], ids=["copied", "bound"])
+def test_run_into_writes_the_outputs_into_the_targets(width):
+    g = GraphBuilder()
+    x = g.tensor((2, width))
+    y = g.node(na.NODE_TYPE_ACTIVATION, na.Activation(activationType=RELU), [x], (2, width))
+    graph = g.graph([x], [y])
+    model = CpuDevice().prepare(graph, PrepareConfig())
+    assert model.writes_into_outputs  # one session, static shapes
+    x = randn(2, width, seed=4)
+    target = np.full((2, width), np.nan, np.float32)
+    model.run_into([x], [target], NEVER)
+    np.testing.assert_array_equal(target, np.maximum(x, 0))
+    model.close()
+
+
+def test_a_model_with_numpy_nodes_does_not_write_into_outputs():
+    model = CpuDevice().prepare(mlp_with_elu(), PrepareConfig())
+    assert not model.writes_into_outputs
+    model.close()
+
+
+# -- the device -------------------------------------------------------------------------------
+
+
+def test_the_device_reports_its_engine_and_nodes_per_engine():
+    device = CpuDevice()
+    assert device.details()["engine"] == "ort"
+    before = int(device.details()["nodes on onnxruntime"])
+    model = device.prepare(mlp_with_elu(), PrepareConfig())
+    details = device.details()
+    assert int(details["nodes on onnxruntime"]) == before + 3
+    assert int(details["threads"]) >= 1
+    model.close()
+    assert int(device.details()["nodes on onnxruntime"]) == before
+
+
+def test_the_numpy_engine_runs_every_node_on_numpy():
+    device = CpuDevice(engine="numpy")
+    model = device.prepare(mlp_with_elu(), PrepareConfig())
+    assert model.partition is None and not model.writes_into_outputs
+    assert device.details() == {"engine": "numpy", "nodes on numpy": "4"}
+    assert model.export_cache()[1:] == []  # the graph alone
+    model.close()
+
+
+def test_without_onnxruntime_the_device_falls_back_to_numpy_and_says_so(monkeypatch, caplog):
+    monkeypatch.setattr(cpu_device, "onnxruntime_importable", lambda: False)
+    with caplog.at_level(logging.WARNING):
+        device = CpuDevice(engine="ort")
+    assert device.engine == "numpy"
+    assert "onnxruntime cannot be imported" in caplog.text
+
+
+def test_an_unknown_engine_is_refused():
+    with pytest.raises(ValueError, match="tensorrt"):
+        CpuDevice(engine="tensorrt")
+
+
+# -- the driver process -----------------------------------------------------------------------
+
+
+def test_the_driver_serves_either_engine_and_reports_it(tmp_path):
+    ort = start_driver(tmp_path / "a", "cpu", "--threads", "1")
+    numpy_driver = start_driver(tmp_path / "b", "cpu", "--engine", "numpy")
+    try:
+        details = admin_details(ort)
+        assert details["engine"] == "ort" and details["threads"] == "1"
+        assert admin_details(numpy_driver)["engine"] == "numpy"
+    finally:
+        assert ort.stop() == 0 and numpy_driver.stop() == 0
+    assert "CPU engine: ort (1 intra-op threads)" in ort.log()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["gpu", "--engine", "ort"], "--engine and --threads are options of the cpu driver"),
+    (["cpu", "--threads", "0"], "--threads must be > 0"),
+    (["cpu", "--engine", "tensorrt"], "invalid choice"),
+])
+def test_bad_engine_options_are_refused_at_start(args, message, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "nnrt.server", *args, "--runtime-dir",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr
