@@ -1,0 +1,161 @@
+"""Graph-level checks of the onnxruntime engine's lowerings of pooling, normalisation,
+reduction and element-wise math (drivers/cpu/ort/ops): whole small networks partitioned by
+`engine.partition`, run on onnxruntime and on the numpy kernels, and the cases that stay
+on numpy with the reason recorded in Partition.reasons."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nnrt.drivers.cpu.kernel import create_kernel
+from nnrt.drivers.cpu.ort import engine
+from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.graph import Graph, NodeSpec, TensorSpec
+from tests.kernels.util import randn, tensor_spec
+from tests.ort.differential import assert_agree, never, node_graph, run_on_ort
+
+
+class Builder:
+    """A chain of nodes over fresh tensor indices."""
+
+    def __init__(self) -> None:
+        self.tensors: list[TensorSpec] = []
+        self.nodes: list[NodeSpec] = []
+
+    def tensor(self, dtype, shape, constant=None) -> TensorSpec:
+        spec = tensor_spec(len(self.tensors), dtype, shape, constant=constant)
+        self.tensors.append(spec)
+        return spec
+
+    def node(self, node_type: int, attrs, inputs, out_shape, dtype=np.float32) -> TensorSpec:
+        out = self.tensor(dtype, out_shape)
+        self.nodes.append(NodeSpec(index=len(self.nodes), name=f"n{len(self.nodes)}",
+                                   node_type=node_type, attrs=attrs, inputs=tuple(inputs),
+                                   outputs=(out,)))
+        return out
+
+    def graph(self, inputs, outputs) -> Graph:
+        return Graph(name="g", tensors=tuple(self.tensors), nodes=tuple(self.nodes),
+                     inputs=tuple(inputs), outputs=tuple(outputs),
+                     execution_order=tuple(range(len(self.nodes))))
+
+
+def run_both(graph: Graph, arrays) -> tuple[engine.Partition, list[np.ndarray], list[np.ndarray]]:
+    """(the ort partition, its outputs, the numpy engine's outputs)."""
+    kernels = {i: create_kernel(n) for i, n in enumerate(graph.nodes)}
+    part = engine.partition(graph, kernels)
+    ort_plan = ExecutionPlan(graph, partitioner=lambda g, k: engine.units_with_tensors(part, g))
+    numpy_plan = ExecutionPlan(graph)
+    return part, ort_plan.run(arrays, never), numpy_plan.run(arrays, never)
+
+
+def conv(b: Builder, x: TensorSpec, c_in: int, c_out: int, hw: int, seed: int) -> TensorSpec:
+    w = b.tensor(np.float32, (c_out, 3, 3, c_in), randn(c_out, 3, 3, c_in, seed=seed) * 0.2)
+    bias = b.tensor(np.float32, (c_out,), randn(c_out, seed=seed + 1))
+    attrs = na.Conv2DFusion(kernelSize=[3, 3], stride=[1, 1], dilation=[1, 1],
+                            padMode=ht.PAD_MODE_SAME, group=1,
+                            activationType=ht.ACTIVATION_TYPE_RELU)
+    return b.node(na.NODE_TYPE_CONV2D_FUSION, attrs, [x, w, bias], (1, hw, hw, c_out))
+
+
+def test_cnn_lowers_into_one_segment_and_matches_numpy() -> None:
+    """Conv → MaxPool (CEIL) → Conv → AvgPool (padded) → global AvgPool → Softmax: one
+    onnxruntime session, the numpy engine's result."""
+    b = Builder()
+    x = b.tensor(np.float32, (1, 15, 15, 3))
+    y = conv(b, x, 3, 8, 15, seed=1)
+    y = b.node(na.NODE_TYPE_MAX_POOL_FUSION,
+               na.MaxPoolFusion(kernelSize=[2, 2], strides=[2, 2], padMode=ht.PAD_MODE_VALID,
+                                roundMode=ht.ROUND_MODE_CEIL, format=ht.FORMAT_NHWC), [y], (1, 8, 8, 8))
+    y = conv(b, y, 8, 16, 8, seed=3)
+    y = b.node(na.NODE_TYPE_AVGPOOL_FUSION,
+               na.AvgPoolFusion(kernelSize=[3, 3], strides=[2, 2], pad=[1, 1, 1, 1],
+                                padMode=ht.PAD_MODE_PAD, format=ht.FORMAT_NHWC), [y], (1, 4, 4, 16))
+    y = b.node(na.NODE_TYPE_AVGPOOL_FUSION, na.AvgPoolFusion(format=ht.FORMAT_NHWC, **{"global": True}), [y],
+               (1, 1, 1, 16))
+    y = b.node(na.NODE_TYPE_SOFTMAX, na.Softmax(axis=[-1]), [y], (1, 1, 1, 16))
+    graph = b.graph([x], [y])
+    part, got, want = run_both(graph, [randn(1, 15, 15, 3, seed=7)])
+    assert part.single_segment is not None, part.describe()
+    assert part.ort_nodes == 6 and not part.reasons
+    assert_agree(got, want)
+
+
+def test_transformer_block_pieces_match_numpy() -> None:
+    """LayerNorm (rows far from 0 against their spread) → element-wise math: Sqrt / Mul / ReduceFusion MEAN with
+    coeff, in one segment."""
+    b = Builder()
+    x = b.tensor(np.float32, (2, 5, 64))
+    g = b.tensor(np.float32, (64,), randn(64, seed=2))
+    beta = b.tensor(np.float32, (64,), randn(64, seed=3))
+    y = b.node(na.NODE_TYPE_LAYER_NORM_FUSION,
+               na.LayerNormFusion(beginNormAxis=-1, beginParamsAxis=-1, epsilon=1e-5,
+                                  elementwiseAffine=True), [x, g, beta], (2, 5, 64))
+    y = b.node(na.NODE_TYPE_SQUARE, na.Square(), [y], (2, 5, 64))
+    axes = b.tensor(np.int32, (1,), np.array([1], np.int32))
+    y = b.node(na.NODE_TYPE_REDUCE_FUSION,
+               na.ReduceFusion(mode=ht.REDUCE_MODE_MEAN, keepDims=False, coeff=0.5),
+               [y, axes], (2, 64))
+    y = b.node(na.NODE_TYPE_SQRT, na.Sqrt(), [y], (2, 64))
+    graph = b.graph([x], [y])
+    data = randn(2, 5, 64, seed=9) * np.float32(2) + np.float32(50)
+    part, got, want = run_both(graph, [data])
+    assert part.single_segment is not None, part.describe()
+    assert_agree(got, want)
+
+
+def test_nan_reaches_max_pool_and_max_reduction_as_on_numpy() -> None:
+    """onnxruntime's MaxPool / ReduceMax may drop NaN; the lowerings put it back."""
+    x = randn(1, 6, 6, 2, seed=4)
+    x[0, 2, 3, 1] = np.nan
+    node = NodeSpec(0, "pool", na.NODE_TYPE_MAX_POOL_FUSION,
+                    na.MaxPoolFusion(kernelSize=[3, 3], strides=[1, 1],
+                                     padMode=ht.PAD_MODE_VALID, format=ht.FORMAT_NHWC),
+                    (tensor_spec(0, np.float32, x.shape),),
+                    (tensor_spec(1, np.float32, (1, 4, 4, 2)),))
+    (want,) = create_kernel(node).execute([x])
+    got, on_ort = run_on_ort(node, [x])
+    assert on_ort
+    assert np.isnan(want).sum() == 9  # the 3 x 3 windows holding the NaN
+    assert_agree(got, [want])
+    node = NodeSpec(0, "max", na.NODE_TYPE_REDUCE_FUSION,
+                    na.ReduceFusion(mode=ht.REDUCE_MODE_MAX),
+                    (tensor_spec(0, np.float32, x.shape),
+                     tensor_spec(1, np.int32, (2,), constant=np.array([1, 2], np.int32))),
+                    (tensor_spec(2, np.float32, (1, 2)),))
+    (want,) = create_kernel(node).execute([x, node.inputs[1].constant])
+    got, on_ort = run_on_ort(node, [x, node.inputs[1].constant])
+    assert on_ort and np.isnan(want[0, 1]) and not np.isnan(want[0, 0])
+    assert_agree(got, [want])
+
+
+def test_cases_that_stay_on_numpy_say_why() -> None:
+    """A float16 pool, a reduction over run-time axes and integer max pooling of the whole
+    plane stay on numpy, each with its reason; the float32 node between them still lowers."""
+    b = Builder()
+    x = b.tensor(np.float32, (1, 4, 4, 2))
+    axes = b.tensor(np.int32, (1,))
+    y = b.node(na.NODE_TYPE_REDUCE_FUSION, na.ReduceFusion(mode=ht.REDUCE_MODE_SUM,
+                                                           keepDims=True),
+               [x, axes], (-1, -1, -1, -1))
+    y = b.node(na.NODE_TYPE_ABS, na.Abs(), [y], (-1, -1, -1, -1))
+    graph = b.graph([x, axes], [y])
+    kernels = {i: create_kernel(n) for i, n in enumerate(graph.nodes)}
+    part = engine.partition(graph, kernels)
+    assert part.reasons == {0: "run-time axes"}
+    assert part.ort_nodes == 1 and part.numpy_nodes == 1
+
+    for node, why in (
+            (NodeSpec(0, "p16", na.NODE_TYPE_AVGPOOL_FUSION,
+                      na.AvgPoolFusion(kernelSize=[2, 2], padMode=ht.PAD_MODE_VALID,
+                                       format=ht.FORMAT_NHWC),
+                      (tensor_spec(0, np.float16, (1, 4, 4, 2)),),
+                      (tensor_spec(1, np.float16, (1, 3, 3, 2)),)), "float16"),
+            (NodeSpec(0, "gi8", na.NODE_TYPE_MAX_POOL_FUSION,
+                      na.MaxPoolFusion(format=ht.FORMAT_NHWC, **{"global": True}),
+                      (tensor_spec(0, np.int8, (1, 4, 4, 2)),),
+                      (tensor_spec(1, np.int8, (1, 1, 1, 2)),)), "whole-plane")):
+        part = engine.partition(node_graph(node), {0: create_kernel(node)})
+        assert not part.segments and why in part.reasons[0], part.reasons
