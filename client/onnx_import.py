@@ -51,8 +51,20 @@ Decisions:
   does not read (checked for every node), a value outside what the OH_NN operation
   computes (e.g. AveragePool with count_include_pad and ceil_mode together, Resize cubic,
   Pad "edge") — never an approximation.
-* Not imported (refused with that reason): GRU/RNN, QuantizeLinear/DequantizeLinear
-  (QDQ int8), control flow (If/Loop/Scan), ONNX functions of non-default domains.
+* **QDQ models** (QuantizeLinear / DequantizeLinear with constant parameters, int8 or
+  uint8, per tensor or per channel): a DequantizeLinear is no operation by itself. A node
+  whose non-constant inputs are all DequantizeLinear results and whose result (after a
+  fused Relu) only a per-tensor QuantizeLinear reads becomes a quantised OH_NN operation
+  (QUANT_TYPE_ALL: its tensors carry the parameters; the driver dequantises, computes in
+  float and requantises, which is the QDQ arithmetic): Conv / Gemm / MatMul weights int8 or
+  uint8 (per channel where the channels land on the OH_NN weight's axis 0), biases int32
+  where their scale is input scale x weight scale (what the driver derives), else float.
+  Elsewhere a QuantizeLinear is a QuantDTypeCast to the quantised tensor and a float
+  reader of a DequantizeLinear gets one back to float — the same arithmetic, in float.
+  Refused: non-constant parameters, other types (int16, int4, float8), blocked
+  quantisation, a run-time int32 DequantizeLinear, QLinear* and DynamicQuantizeLinear.
+* Not imported (refused with that reason): GRU/RNN, control flow (If/Loop/Scan), ONNX
+  functions of non-default domains.
 """
 
 from __future__ import annotations
@@ -66,6 +78,7 @@ from typing import Any
 
 import numpy as np
 
+from . import capi
 from .api import _OH_TYPES, Model, Operand
 
 __all__ = [
@@ -186,6 +199,37 @@ class _Value:
     operand: Operand | None = None  # the device tensor, transposed by `perm`
     perm: tuple[int, ...] | None = None  # operand = onnx_value.transpose(perm); None: identity
     views: dict[tuple[int, ...] | None, Operand] = field(default_factory=dict)
+    quant: _Quant | None = None  # an int8/uint8 (int32) tensor's quantisation parameters
+    deq: _Value | None = None  # a DequantizeLinear's result: the quantised tensor it reads
+    # (a float value that has no operand until a float operation needs one)
+
+
+@dataclass(frozen=True, eq=False)
+class _Quant:
+    """Quantisation parameters: r = (q - zero_point) * scale, per tensor (axis None) or per
+    channel along the ONNX `axis`."""
+
+    scale: np.ndarray  # float32, [] or [channels]
+    zero_point: np.ndarray  # int64, the same shape
+    axis: int | None
+    dtype: np.dtype  # the quantised type: int8, uint8 (int32: a bias)
+
+    def same(self, other: _Quant | None) -> bool:
+        return other is not None and self.dtype == other.dtype and self.axis == other.axis \
+            and np.array_equal(self.scale, other.scale) \
+            and np.array_equal(self.zero_point, other.zero_point)
+
+    def moved(self, axis: int | None) -> _Quant:
+        return _Quant(self.scale, self.zero_point, axis, self.dtype)
+
+    def real(self, q: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """DequantizeLinear of the constant q, as onnxruntime computes it (in float32)."""
+        shape = [1] * q.ndim
+        if self.axis is not None:
+            shape[self.axis] = -1
+        zero = self.zero_point.reshape(shape) if self.axis is not None else self.zero_point
+        scale = self.scale.reshape(shape) if self.axis is not None else self.scale
+        return ((q.astype(np.int64) - zero).astype(np.float32) * scale).astype(dtype)
 
 
 class _Attrs:
@@ -259,10 +303,12 @@ def _handles(*op_types: str) -> Callable[[Handler], Handler]:
 _REFUSED = {
     "GRU": "GRU has no OH_NN operation",
     "RNN": "RNN has no OH_NN operation",
-    "QuantizeLinear": "QDQ int8 models are not imported yet",
-    "DequantizeLinear": "QDQ int8 models are not imported yet",
-    "QLinearConv": "quantised operators are not imported yet",
-    "QLinearMatMul": "quantised operators are not imported yet",
+    "QLinearConv": "QLinear operators are not imported (export QDQ: QuantizeLinear / "
+                   "DequantizeLinear around float operators)",
+    "QLinearMatMul": "QLinear operators are not imported (export QDQ: QuantizeLinear / "
+                     "DequantizeLinear around float operators)",
+    "DynamicQuantizeLinear": "dynamic quantisation (parameters computed at run time) has no "
+                             "OH_NN form",
     "If": "control flow has no OH_NN operation",
     "Loop": "control flow has no OH_NN operation",
     "Scan": "control flow has no OH_NN operation",
@@ -284,6 +330,7 @@ class _Importer:
         self.outputs = {o.name for o in self.graph.output}
         self.m = Model()
         self.named: dict[int, str] = {}  # operand index -> the tensor name it was given
+        self.plan: _QuantPlan | None = None  # the node being emitted as a quantised one
 
     # -- shapes and values ----------------------------------------------------------------------
 
@@ -384,9 +431,16 @@ class _Importer:
     # -- operands in a layout -----------------------------------------------------------------
 
     def view(self, v: _Value, perm: tuple[int, ...] | None = None) -> Operand:
-        """v's operand holding the ONNX value transposed by `perm` (None: the ONNX layout)."""
+        """v's operand holding the ONNX value transposed by `perm` (None: the ONNX layout).
+        A DequantizeLinear's result is, for a quantised node, the quantised tensor it reads;
+        for any other reader, that tensor converted to float (one QuantDTypeCast)."""
         if perm is not None and _identity(perm):
             perm = None
+        if v.deq is not None and v.const is None:
+            if self.plan is not None:
+                return self.view(v.deq, perm)
+            if v.operand is None:
+                self.dequantised(v)
         if perm in v.views:
             return v.views[perm]
         if v.const is not None:
@@ -407,8 +461,125 @@ class _Importer:
             else:
                 operand = self.m.op("TRANSPOSE", v.operand, np.asarray(step, np.int64),
                                     shape=target)
+            if v.quant is not None:  # moved data keeps its parameters
+                self.set_quant(operand, v.quant)
         v.views[perm] = operand
         return operand
+
+    # -- quantised tensors (QDQ) ----------------------------------------------------------------
+
+    def set_quant(self, operand: Operand, q: _Quant) -> None:
+        """The tensor's quantisation parameters (OH_NNModel_SetTensorQuantParams)."""
+        scales = [float(v) for v in q.scale.reshape(-1)]
+        zero_points = [int(v) for v in q.zero_point.reshape(-1)]
+        n = len(scales)
+        params = capi.OH_NNQuantParam_Create()
+        try:
+            codes = [capi.OH_NNQuantParam_SetScales(params, scales, n),
+                     capi.OH_NNQuantParam_SetZeroPoints(params, zero_points, n),
+                     capi.OH_NNQuantParam_SetNumBits(params, [8] * n, n),
+                     capi.OH_NNModel_SetTensorQuantParams(self.m.handle, operand.index, params)]
+        finally:
+            capi.OH_NNQuantParam_Destroy(params)
+        if any(codes):
+            raise OnnxImportError(f"the quantisation parameters of a tensor were refused "
+                                  f"(codes {codes})")
+
+    def mark_quantised(self, result: Operand) -> None:
+        """The operation that made `result` computes quantised (QUANT_TYPE_ALL), as the C API
+        decides when its first output has quantisation parameters before AddOperation: the
+        builder adds the output and the operation in one call, so the parameters come after
+        and the decision is made again here."""
+        from nnrt.protos import hdi_types_pb2 as ht
+
+        handle = self.m.handle
+        with handle.lock:
+            operation = handle.operations[-1]
+            if operation.outputs[0] != result.index or not operation.spec.quant_from_first_output:
+                raise OnnxImportError(f"internal: {operation.spec.name} cannot be quantised")
+            operation.quant_type = ht.QUANT_TYPE_ALL
+
+    def dequantised(self, v: _Value) -> None:
+        """A DequantizeLinear's result as a float operand: a QuantDTypeCast of the quantised
+        tensor (with the tensor's parameters: r = (q - zeroPoint) * scale)."""
+        src = v.deq
+        operand = self.view(src, src.perm)
+        q = src.quant
+        axis = 0 if q.axis is None else _physical_axis(q.axis, src.perm)
+        result = self.m.op("QUANT_DTYPE_CAST", operand, shape=operand.shape, dtype=v.dtype,
+                           srcT=int(_OH_TYPES[src.dtype]), dstT=int(_OH_TYPES[v.dtype]),
+                           axis=axis)
+        v.operand, v.perm = result, src.perm
+        v.views[v.perm] = result
+
+    def quant_plan(self, node: Any) -> _QuantPlan | None:
+        """Whether `node` becomes a quantised OH_NN operation: its non-constant inputs are all
+        DequantizeLinear results (per tensor), its result (after a fused Relu) is read only by
+        a QuantizeLinear (per tensor, int8 / uint8), and its mapping is one operation that
+        the C API quantises. Else it computes in float between conversions (also exact)."""
+        check = _QUANTISABLE.get(node.op_type)
+        if check is None:
+            return None
+        data = [self.values.get(n) for n in node.input if n]
+        if any(v is None for v in data):
+            return None
+        live = [v for v in data if v.const is None]
+        if not live or any(v.deq is None or v.deq.quant.axis is not None for v in live):
+            return None
+        out = node.output[0]
+        if node.op_type in _FUSES_ACTIVATION:
+            out = self.peek_activation(out)
+        q_node = self.sole_consumer(out)
+        if q_node is None or q_node.op_type != "QuantizeLinear" or q_node.input[0] != out:
+            return None
+        try:
+            q = _qparams(self, q_node, _Attrs(q_node), len(self.shape(out, node)), True)
+        except OnnxImportError:
+            return None  # refused when the QuantizeLinear itself is imported
+        if q.axis is not None or not check(self, node, _Attrs(node)):
+            return None
+        return _QuantPlan(out, q_node, q)
+
+    def weight(self, v: _Value, perm: tuple[int, ...] | None = None) -> Operand:
+        """A constant weight transposed by `perm`: quantised (int8 / uint8 with its
+        parameters, per channel where the channels end up on axis 0) in a quantised node
+        whose weight is a DequantizeLinear of a constant, else float."""
+        src = v.deq
+        if self.plan is not None and src is not None and src.const is not None and \
+                src.quant.dtype.itemsize == 1:
+            q = src.quant
+            axis = None if q.axis is None else (q.axis if perm is None else perm.index(q.axis))
+            if axis in (None, 0):
+                data = src.const if perm is None else src.const.transpose(perm)
+                operand = self.m.constant(np.ascontiguousarray(data))
+                self.set_quant(operand, q.moved(axis))
+                return operand
+        data = v.const if perm is None else v.const.transpose(perm)
+        return self.m.constant(np.ascontiguousarray(data))
+
+    def bias(self, b: _Value | None, values: np.ndarray, x: _Value, w: Operand) -> Operand:
+        """A constant bias: in a quantised node with a quantised weight, the int32 bias of
+        a DequantizeLinear whose scale is input scale x weight scale and zero point 0 (what
+        the OH_NN driver derives for an INT32 bias), else the float values."""
+        src = None if b is None else b.deq
+        quantised_weight = bool(self.m.handle.tensors[w.index].quant)
+        if self.plan is not None and src is not None and src.const is not None and \
+                quantised_weight and src.quant.dtype == np.int32 and x.deq is not None and \
+                src.const.shape == values.shape and not np.any(src.quant.zero_point):
+            w_scales = np.asarray([s for _, _, s in self.m.handle.tensors[w.index].quant],
+                                  np.float64)
+            derived = (np.float64(x.deq.quant.scale) * w_scales).astype(np.float32)
+            if np.array_equal(np.broadcast_to(derived, values.shape),
+                              np.broadcast_to(src.quant.scale, values.shape)):
+                return self.m.constant(np.ascontiguousarray(src.const.astype(np.int32)))
+        return self.m.constant(np.ascontiguousarray(values))
+
+    def peek_activation(self, out: str) -> str:
+        """The name a fused Relu / Clip would give the result (fused_activation, no effect)."""
+        skip = set(self.skip)
+        _, name = self.fused_activation(out)
+        self.skip = skip
+        return name
 
     def put(self, name: str, operand: Operand, perm: tuple[int, ...] | None, node: Any,
             dtype: np.dtype | None = None) -> None:
@@ -434,6 +605,13 @@ class _Importer:
         """One OH_NN operation whose result is the ONNX tensor `out` held in layout `perm`."""
         shape = _permuted(self.shape(out, node), perm)
         out_dtype = dtype if dtype is not None else self.dtype(out, node)
+        plan = self.plan
+        if plan is not None:  # the quantised result is the QuantizeLinear's
+            if out != plan.out:
+                raise OnnxImportError(f"internal: a quantised {op_type} ends in {out!r}, not "
+                                      f"{plan.out!r}", node)
+            self.skip.add(id(plan.q_node))
+            out, out_dtype = plan.q_node.output[0], plan.quant.dtype
         try:
             result = self.m.op(op_type, *inputs, shape=shape, dtype=out_dtype,
                                names=self.names(out, perm), **params)
@@ -443,6 +621,11 @@ class _Importer:
         if self.names(out, perm):
             self.named[result.index] = out
         self.put(out, result, perm, node, out_dtype)
+        if plan is not None:
+            self.set_quant(result, plan.quant)
+            self.mark_quantised(result)
+            self.values[out].quant = plan.quant
+            self.plan = None  # the inputs of anything after it are float again
         return result
 
     def alias(self, name: str, v: _Value) -> None:
@@ -549,7 +732,13 @@ class _Importer:
         if handler is None:
             raise OnnxImportError(f"operator {node.op_type} is not supported by the nnrt "
                                   f"importer (see SUPPORTED_OPERATORS)", node)
-        handler(self, node, attrs)
+        self.plan = self.quant_plan(node)
+        try:
+            handler(self, node, attrs)
+            if self.plan is not None:
+                raise OnnxImportError("internal: the quantised operation was not emitted", node)
+        finally:
+            self.plan = None
         unread = attrs.unread()
         if unread:
             raise OnnxImportError(f"attribute(s) {unread} are not supported", node)
@@ -598,8 +787,9 @@ class _Importer:
         inputs = [self.values.get(n) if n else None for n in node.input]
         if any(n and (v is None or v.const is None) for n, v in zip(node.input, inputs)):
             return False
-        if node.op_type in _REFUSED or node.op_type in ("If", "Loop", "Scan"):
-            return False
+        if node.op_type in _REFUSED or node.op_type in ("If", "Loop", "Scan",
+                                                        "DequantizeLinear"):
+            return False  # a dequantised constant remembers its quantised form
         from onnx import helper
         from onnx.reference import ReferenceEvaluator
 
@@ -905,6 +1095,7 @@ def _conv(im: _Importer, node: Any, a: _Attrs) -> None:
     # BatchNormalization reading only this Conv: folded into its weight and bias.
     bn = im.sole_consumer(out)
     if bn is not None and bn.op_type == "BatchNormalization" and bn.input[0] == out \
+            and im.plan is None \
             and weight is not None and (b is None or bias is not None):
         bn_attrs = _Attrs(bn)
         params = [im._maybe_const(bn, k) for k in range(1, 5)]
@@ -922,12 +1113,14 @@ def _conv(im: _Importer, node: Any, a: _Attrs) -> None:
                 im.skip.add(id(bn))
                 out = bn.output[0]
     activation, out = im.fused_activation(out)
-    if weight is not None:
+    if weight is not None and weight is w.const:
+        w_op = im.weight(w, _NHWC)
+    elif weight is not None:
         w_op = im.m.constant(np.ascontiguousarray(weight.transpose(0, 2, 3, 1)))
     else:
         w_op = im.view(w, _NHWC)
     if bias is not None:
-        b_op = im.m.constant(np.ascontiguousarray(bias))
+        b_op = im.bias(b if b is not None and bias is b.const else None, bias, x, w_op)
     elif b is not None:
         b_op = im.view(b)
     else:
@@ -1096,13 +1289,18 @@ def _gemm(im: _Importer, node: Any, a: _Attrs) -> None:
             c.const.reshape(-1) * np.asarray(beta, c.dtype), (shape[1],)).astype(c.dtype))
         c = None
     if c is None and wv.const is not None:
-        weight = wv.const if trans_b else wv.const.T  # [N, K]
         if alpha != 1.0:
+            weight = wv.const if trans_b else wv.const.T  # [N, K]
             weight = (weight * np.asarray(alpha, weight.dtype)).astype(weight.dtype)
+            w_op = im.m.constant(np.ascontiguousarray(weight))
+        else:
+            w_op = im.weight(wv, None if trans_b else (1, 0))
         activation, out = im.fused_activation(out)
-        inputs = [x_op, im.m.constant(np.ascontiguousarray(weight))]
+        inputs = [x_op, w_op]
         if bias is not None:
-            inputs.append(im.m.constant(bias))
+            given = im.get(node, 2)
+            inputs.append(im.bias(given if beta == 1.0 and given.const.shape == bias.shape
+                                  else None, bias, x, w_op))
         im.op(node, "FULL_CONNECTION", inputs, out, None, hasBias=bias is not None,
               activationType=_FUSE[activation])
         return
@@ -1146,7 +1344,7 @@ def _matmul(im: _Importer, node: Any, a: _Attrs) -> None:
                 im.skip.add(id(add))
                 out = add.output[0]
         activation, out = im.fused_activation(out)
-        inputs = [im.view(x), im.m.constant(np.ascontiguousarray(wv.const.T))]
+        inputs = [im.view(x), im.weight(wv, (1, 0))]
         if bias is not None:
             inputs.append(im.m.constant(np.ascontiguousarray(bias)))
         im.op(node, "FULL_CONNECTION", inputs, out, None, hasBias=bias is not None,
@@ -1155,6 +1353,184 @@ def _matmul(im: _Importer, node: Any, a: _Attrs) -> None:
     activation, out = im.fused_activation(out)
     im.op(node, "MATMUL", [im.view(x), im.view(wv)], out, None, transposeA=False,
           transposeB=False, activationType=_FUSE[activation])
+
+
+# -- quantisation (QDQ) -----------------------------------------------------------------------------
+
+_QUANTISED_TYPES = (np.dtype(np.int8), np.dtype(np.uint8))
+
+
+@dataclass(frozen=True)
+class _QuantPlan:
+    """A node emitted as a quantised OH_NN operation: its result `out` (after a fused
+    activation) is read only by `q_node`, whose parameters the result takes."""
+
+    out: str
+    q_node: Any
+    quant: _Quant
+
+
+def _qparams(im: _Importer, node: Any, a: _Attrs, rank: int, quantize: bool) -> _Quant:
+    """The parameters of a QuantizeLinear / DequantizeLinear: constant scale and zero point,
+    one (per tensor) or one per channel along `axis`; int8 / uint8 (int32 for a constant
+    DequantizeLinear, a bias)."""
+    from onnx import helper
+
+    axis = int(a.get("axis", 1))
+    if int(a.get("block_size", 0)):
+        raise OnnxImportError("blocked quantisation (block_size) has no OH_NN form", node)
+    saturate = a.get("saturate")
+    if saturate is not None and not int(saturate):
+        raise OnnxImportError("saturate=0 (float8 only)", node)
+    scale = im.get(node, 1)
+    zero = im.get(node, 2)
+    if scale is None or scale.const is None or (zero is not None and zero.const is None):
+        raise OnnxImportError("scale and zero point must be constants (OH_NN quantisation "
+                              "parameters are fixed)", node)
+    if scale.dtype != np.float32:
+        raise OnnxImportError(f"a scale of type {scale.dtype} (float32 only)", node)
+    output_dtype = a.get("output_dtype") if quantize else None
+    if zero is not None:
+        dtype = zero.dtype
+    elif quantize:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(int(output_dtype))) if output_dtype \
+            else np.dtype(np.uint8)  # ONNX's default
+    else:
+        dtype = im.dtype(node.input[0], node)
+    if output_dtype and np.dtype(helper.tensor_dtype_to_np_dtype(int(output_dtype))) != dtype:
+        raise OnnxImportError("output_dtype disagrees with the zero point's type", node)
+    if dtype not in _QUANTISED_TYPES and not (dtype == np.int32 and not quantize):
+        raise OnnxImportError(f"quantised type {dtype}: OH_NN quantises to int8 or uint8",
+                              node)
+    values = np.asarray(scale.const, np.float32)
+    zeros = np.zeros(values.shape, np.int64) if zero is None else \
+        np.asarray(zero.const).astype(np.int64)
+    if values.ndim == 0 or (values.ndim == 1 and values.size == 1 and zeros.size == 1):
+        return _Quant(values.reshape(()), zeros.reshape(()), None, dtype)
+    if values.ndim != 1 or zeros.shape != values.shape:
+        raise OnnxImportError(f"scale {list(values.shape)} / zero point {list(zeros.shape)}: "
+                              f"per tensor or 1-D per channel only", node)
+    axis = _axis(axis, rank, node)
+    size = im.shape(node.input[0], node)[axis]
+    if size >= 0 and size != values.size:
+        raise OnnxImportError(f"{values.size} scales for axis {axis} of size {size}", node)
+    return _Quant(values, zeros, axis, dtype)
+
+
+@_handles("QuantizeLinear")
+def _quantize(im: _Importer, node: Any, a: _Attrs) -> None:
+    """A float tensor quantised: one QuantDTypeCast whose result carries the parameters; a
+    DequantizeLinear's result quantised again with its own parameters is that tensor."""
+    x = im.need(node, 0)
+    q = _qparams(im, node, a, len(x.shape), True)
+    if x.dtype != np.float32:
+        raise OnnxImportError(f"an input of type {x.dtype} (float32 only)", node)
+    out = node.output[0]
+    if x.deq is not None and x.const is None and q.same(x.deq.quant):
+        im.alias(out, x.deq)
+        return
+    operand = im.view(x, x.perm)
+    axis = 0 if q.axis is None else _physical_axis(q.axis, x.perm)
+    result = im.op(node, "QUANT_DTYPE_CAST", [operand], out, x.perm, dtype=q.dtype,
+                   srcT=int(_OH_TYPES[x.dtype]), dstT=int(_OH_TYPES[q.dtype]), axis=axis)
+    im.set_quant(result, q)
+    im.values[out].quant = q
+
+
+@_handles("DequantizeLinear")
+def _dequantize(im: _Importer, node: Any, a: _Attrs) -> None:
+    """No operation by itself: the result remembers the quantised tensor, which a quantised
+    node reads as it is; a float reader gets it converted (Importer.dequantised)."""
+    x = im.need(node, 0)
+    q = _qparams(im, node, a, len(x.shape), False)
+    if x.dtype != q.dtype:
+        raise OnnxImportError(f"an input of type {x.dtype}, the zero point's is {q.dtype}",
+                              node)
+    out = node.output[0]
+    dtype = im.dtype(out, node)
+    if x.const is not None:
+        src = _Value(x.shape, x.dtype, const=x.const, quant=q)
+        im.values[out] = _Value(x.shape, dtype, const=q.real(x.const, dtype), deq=src)
+        return
+    if q.dtype == np.int32:
+        raise OnnxImportError("an int32 tensor computed at run time (OH_NN converts int8 / "
+                              "uint8 only)", node)
+    if x.quant is None and x.deq is None and x.operand is not None:
+        # a quantised model input (or a tensor nothing labelled): it takes the parameters
+        for operand in {id(o): o for o in [x.operand, *x.views.values()]}.values():
+            im.set_quant(operand, q)
+        x.quant = q
+    elif not q.same(x.quant):
+        # Other parameters than the tensor carries: an identity copy that carries them.
+        source = im.view(x, x.perm)
+        copy = im.m.op("TRANSPOSE", source, np.arange(len(source.shape), dtype=np.int64),
+                       shape=source.shape, dtype=x.dtype)
+        im.set_quant(copy, q)
+        x = _Value(x.shape, x.dtype, operand=copy, perm=x.perm, quant=q)
+        x.views[x.perm] = copy
+    im.values[out] = _Value(im.shape(out, node), dtype, perm=x.perm, deq=x)
+
+
+def _quantisable_conv(im: _Importer, node: Any, a: _Attrs) -> bool:
+    return im.values[node.input[1]].const is not None
+
+
+def _quantisable_gemm(im: _Importer, node: Any, a: _Attrs) -> bool:
+    """The FullConnection form: a constant weight, alpha 1, a constant [N] (or [1, N]) C."""
+    w = im.values[node.input[1]]
+    c = im.values.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    columns = im.shape(node.output[0], node)[1]
+    return w.const is not None and float(a.get("alpha", 1.0)) == 1.0 and (c is None or (
+        c.const is not None and c.const.ndim <= 2 and c.const.size in (1, columns) and
+        (c.const.ndim < 2 or c.const.shape[0] == 1)))
+
+
+def _quantisable_matmul(im: _Importer, node: Any, a: _Attrs) -> bool:
+    w = im.values[node.input[1]]
+    return w.const is None or w.const.ndim == 2
+
+
+def _quantisable_clip(im: _Importer, node: Any, a: _Attrs) -> bool:
+    low, high = im._maybe_const(node, 1), im._maybe_const(node, 2)
+    if low is False or high is False or low is None:
+        return False
+    lo = float(np.asarray(low).reshape(-1)[0])
+    hi = None if high is None else float(np.asarray(high).reshape(-1)[0])
+    return lo == 0.0 and hi in (None, 6.0)  # Relu / Relu6
+
+
+def _quantisable_pool(im: _Importer, node: Any, a: _Attrs) -> bool:
+    if node.op_type != "AveragePool" or not int(a.get("count_include_pad", 0)):
+        return True
+    return not any(a.ints("pads", [0]) or [0]) and a.get("auto_pad", "NOTSET") in \
+        ("NOTSET", "VALID")
+
+
+def _quantisable_resize(im: _Importer, node: Any, a: _Attrs) -> bool:
+    return a.get("mode", "nearest") == "linear"
+
+
+def _always(im: _Importer, node: Any, a: _Attrs) -> bool:
+    return True
+
+
+def _quantisable_binary(im: _Importer, node: Any, a: _Attrs) -> bool:
+    return all(im.values[n].dtype == np.float32 for n in node.input[:2])
+
+
+# ONNX operators that a QDQ model's quantised nodes map onto one OH_NN operation that the C
+# API quantises (node_quant_type_from_first_output), with the condition for that mapping.
+_QUANTISABLE: dict[str, Callable[[_Importer, Any, _Attrs], bool]] = {
+    "Conv": _quantisable_conv, "Gemm": _quantisable_gemm, "MatMul": _quantisable_matmul,
+    "Add": _quantisable_binary, "Sub": _quantisable_binary, "Mul": _quantisable_binary,
+    "Div": _quantisable_binary, "Relu": _always, "Sigmoid": _always, "Tanh": _always,
+    "HardSwish": _always, "Clip": _quantisable_clip, "MaxPool": _quantisable_pool,
+    "AveragePool": _quantisable_pool, "GlobalAveragePool": _always, "GlobalMaxPool": _always,
+    "Reshape": lambda im, node, a: im.values[node.input[1]].const is not None,
+    "Flatten": lambda im, node, a: _reshape_target(im.shape(node.output[0], node)) is not None,
+    "Concat": _always, "Softmax": _always, "Resize": _quantisable_resize,
+}
+_FUSES_ACTIVATION = {"Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div"}
 
 
 # -- recurrent ------------------------------------------------------------------------------------
@@ -1366,14 +1742,28 @@ def _transpose(im: _Importer, node: Any, a: _Attrs) -> None:
     q = a.ints("perm", list(reversed(range(rank))))
     if sorted(q) != list(range(rank)):
         raise OnnxImportError(f"perm {q} is not a permutation of {rank} axes", node)
+    im.values[node.output[0]] = _transposed(x, q, im.shape(node.output[0], node))
+
+
+def _transposed(x: _Value, q: Sequence[int], shape: tuple[int, ...]) -> _Value:
+    """x.transpose(q) as the same operand in another recorded layout (no operation); a
+    DequantizeLinear's result not yet converted stays one, of the transposed tensor."""
+    if x.deq is not None and x.operand is None and x.const is None:
+        src = x.deq
+        quant = src.quant if src.quant.axis is None else src.quant.moved(
+            list(q).index(src.quant.axis))
+        moved = _transposed(src, q, shape)
+        moved.quant = quant
+        return _Value(shape, x.dtype, perm=moved.perm, deq=moved)
+    rank = len(q)
     # out = onnx_x.transpose(q); the operand holds onnx_x.transpose(p) = out.transpose(r).
     p = x.perm if x.perm is not None else tuple(range(rank))
     inv_q = _inverse(q)
     r = tuple(inv_q[p[i]] for i in range(rank))
-    v = _Value(im.shape(node.output[0], node), x.dtype, operand=x.operand,
-               perm=None if _identity(r) else r)
+    v = _Value(shape, x.dtype, operand=x.operand, perm=None if _identity(r) else r,
+               quant=x.quant)
     v.views[v.perm] = x.operand
-    im.values[node.output[0]] = v
+    return v
 
 
 @_handles("Reshape")
@@ -1408,6 +1798,11 @@ def _flatten(im: _Importer, node: Any, a: _Attrs) -> None:
     rank = len(x.shape)
     if not -rank <= axis <= rank:
         raise OnnxImportError(f"axis {axis} is outside [-{rank}, {rank}]", node)
+    target = _reshape_target(im.shape(node.output[0], node))
+    if target is not None:  # a Reshape (which a quantised model can also quantise)
+        im.op(node, "RESHAPE", [im.view(x), np.asarray(target, np.int64)], node.output[0],
+              None)
+        return
     im.op(node, "FLATTEN", [im.view(x)], node.output[0], None, axis=axis % (rank + 1)
           if axis < 0 else axis)
 

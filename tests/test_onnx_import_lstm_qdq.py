@@ -289,3 +289,286 @@ def test_shape_subgraph_with_a_dynamic_batch(runtime):
     _dynamic(model, {"x": {0: "batch"}, "y": {0: "batch"}})
     for batch in (2, 5):
         check(model, {"x": f32(batch, 3, 4, 4, seed=batch)})
+
+
+# -- QuantizeLinear / DequantizeLinear (QDQ) ------------------------------------------------------
+
+I8 = TensorProto.INT8
+
+
+def q_per_channel(w: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 per-channel quantisation along `axis`: (int8 weight, scales)."""
+    moved = np.moveaxis(w, axis, 0)
+    scales = (np.abs(moved.reshape(len(moved), -1)).max(axis=1) / 127).astype(np.float32)
+    shape = [1] * w.ndim
+    shape[axis] = -1
+    q = np.clip(np.rint(w / scales.reshape(shape)), -127, 127).astype(np.int8)
+    return q, scales
+
+
+class QDQ:
+    """Builds a QDQ model as onnxruntime's static quantisation writes one: every activation
+    QuantizeLinear -> DequantizeLinear with calibrated per-tensor parameters, weights int8
+    per channel behind a DequantizeLinear, biases int32 at input scale x weight scale."""
+
+    def __init__(self, ranges: dict[str, tuple[float, float]], dtype=np.int8):
+        self.nodes: list = []
+        self.inits: dict[str, np.ndarray] = {}
+        self.ranges = ranges
+        self.dtype = dtype
+        self.scales: dict[str, float] = {}
+
+    def qdq(self, name: str) -> str:
+        """name -> Q -> DQ; the dequantised name."""
+        low, high = self.ranges[name]
+        low, high = min(low, 0.0), max(high, 0.0)
+        if self.dtype == np.int8:
+            scale = np.float32((high - low) / 255)
+            zero = np.int8(np.clip(np.rint(-128 - low / scale), -128, 127))
+        else:
+            scale = np.float32((high - low) / 255)
+            zero = np.uint8(np.clip(np.rint(-low / scale), 0, 255))
+        self.scales[name] = float(scale)
+        self.inits[f"{name}_s"] = np.asarray(scale, np.float32)
+        self.inits[f"{name}_z"] = np.asarray(zero)
+        self.nodes.append(helper.make_node("QuantizeLinear", [name, f"{name}_s", f"{name}_z"],
+                                           [f"{name}_q"], name=f"{name}_quantize"))
+        self.nodes.append(helper.make_node("DequantizeLinear",
+                                           [f"{name}_q", f"{name}_s", f"{name}_z"],
+                                           [f"{name}_dq"], name=f"{name}_dequantize"))
+        return f"{name}_dq"
+
+    def weight(self, name: str, w: np.ndarray, axis: int = 0) -> str:
+        q, scales = q_per_channel(w, axis)
+        self.inits[f"{name}_q"] = q
+        self.inits[f"{name}_s"] = scales
+        self.inits[f"{name}_z"] = np.zeros(len(scales), np.int8)
+        self.nodes.append(helper.make_node("DequantizeLinear",
+                                           [f"{name}_q", f"{name}_s", f"{name}_z"],
+                                           [f"{name}_dq"], axis=axis))
+        return f"{name}_dq"
+
+    def bias(self, name: str, b: np.ndarray, x: str, w: str) -> str:
+        scales = (np.float32(self.scales[x]) * self.inits[f"{w}_s"]).astype(np.float32)
+        self.inits[f"{name}_q"] = np.rint(b / scales).astype(np.int32)
+        self.inits[f"{name}_s"] = scales
+        self.inits[f"{name}_z"] = np.zeros(len(scales), np.int32)
+        self.nodes.append(helper.make_node("DequantizeLinear",
+                                           [f"{name}_q", f"{name}_s", f"{name}_z"],
+                                           [f"{name}_dq"], axis=0))
+        return f"{name}_dq"
+
+
+def float_cnn(x: np.ndarray):
+    """The float CNN (and its weights): Conv+Relu, MaxPool, Conv, Add (a residual),
+    Relu, AveragePool, Flatten, Gemm, all intermediate results as outputs (calibration)."""
+    w = {"c1": f32(8, 3, 3, 3, seed=61, scale=0.4), "b1": f32(8, seed=62, scale=0.1),
+         "c2": f32(8, 8, 3, 3, seed=63, scale=0.2), "b2": f32(8, seed=64, scale=0.1),
+         "fc": f32(10, 8 * 2 * 2, seed=65, scale=0.3), "fb": f32(10, seed=66, scale=0.1)}
+    nodes = [helper.make_node("Conv", ["x", "c1", "b1"], ["conv1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["conv1"], ["relu1"]),
+             helper.make_node("MaxPool", ["relu1"], ["pool1"], kernel_shape=[2, 2],
+                              strides=[2, 2]),
+             helper.make_node("Conv", ["pool1", "c2", "b2"], ["conv2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["conv2", "pool1"], ["sum"]),
+             helper.make_node("Relu", ["sum"], ["relu2"]),
+             helper.make_node("AveragePool", ["relu2"], ["pool2"], kernel_shape=[2, 2],
+                              strides=[2, 2]),
+             helper.make_node("Flatten", ["pool2"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "fc", "fb"], ["logits"], transB=1)]
+    names = ["relu1", "pool1", "conv2", "sum", "relu2", "pool2", "flat", "logits"]
+    return make(nodes, {"x": x}, names, w), w, names
+
+
+def qdq_cnn(dtype=np.int8, batch: int = 4):
+    """The QDQ form of float_cnn, calibrated on its float run; and the feeds."""
+    x = (rng_uniform(batch, 3, 8, 8)).astype(np.float32)
+    model, w, names = float_cnn(x)
+    results = reference(model, {"x": x})
+    ranges = {n: (float(r.min()), float(r.max())) for n, r in zip(names, results)}
+    ranges["x"] = (float(x.min()), float(x.max()))
+    b = QDQ(ranges, dtype)
+    xq = b.qdq("x")
+    w1 = b.weight("c1", w["c1"])
+    conv1 = helper.make_node("Conv", [xq, w1, b.bias("b1", w["b1"], "x", "c1")], ["conv1"],
+                             pads=[1, 1, 1, 1], name="conv1")
+    b.nodes.append(conv1)
+    b.nodes.append(helper.make_node("Relu", ["conv1"], ["relu1"], name="relu1"))
+    r1 = b.qdq("relu1")
+    b.nodes.append(helper.make_node("MaxPool", [r1], ["pool1"], kernel_shape=[2, 2],
+                                    strides=[2, 2], name="pool1"))
+    b.ranges["pool1"] = b.ranges["relu1"]  # pooling keeps the parameters
+    p1 = b.qdq("pool1")
+    w2 = b.weight("c2", w["c2"])
+    b.nodes.append(helper.make_node("Conv", [p1, w2, b.bias("b2", w["b2"], "pool1", "c2")],
+                                    ["conv2"], pads=[1, 1, 1, 1], name="conv2"))
+    c2 = b.qdq("conv2")
+    b.nodes.append(helper.make_node("Add", [c2, p1], ["sum"], name="add"))
+    b.nodes.append(helper.make_node("Relu", ["sum"], ["relu2"], name="relu2"))
+    r2 = b.qdq("relu2")
+    b.nodes.append(helper.make_node("AveragePool", [r2], ["pool2"], kernel_shape=[2, 2],
+                                    strides=[2, 2], name="pool2"))
+    p2 = b.qdq("pool2")
+    b.nodes.append(helper.make_node("Flatten", [p2], ["flat"], name="flatten"))
+    b.ranges["flat"] = b.ranges["pool2"]
+    fl = b.qdq("flat")
+    fc = b.weight("fc", w["fc"], axis=0)  # Gemm transB=1: [N, K], channels on axis 0
+    b.nodes.append(helper.make_node("Gemm", [fl, fc, b.bias("fb", w["fb"], "flat", "fc")],
+                                    ["logits"], transB=1, name="fc"))
+    out = b.qdq("logits")
+    b.nodes.append(helper.make_node("Identity", [out], ["y"]))
+    return make(b.nodes, {"x": x}, ["y"], b.inits), {"x": x}, b.scales["logits"]
+
+
+def rng_uniform(*shape: int) -> np.ndarray:
+    return np.random.default_rng(60).uniform(-1, 1, shape)
+
+
+def quantised_nodes(model: Model) -> list[str]:
+    from nnrt.protos import hdi_types_pb2 as ht
+
+    lowered = model.handle.lowered()
+    return [n.name.split(":")[0] for n in lowered.hdi.nodes if n.quantType == ht.QUANT_TYPE_ALL]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_qdq_cnn_matches_onnxruntime(runtime, dtype):
+    model, feeds, step = qdq_cnn(dtype)
+    expected = reference(model, feeds)[0]
+    with import_onnx(model) as imported:
+        quantised = quantised_nodes(imported)
+        # Conv (+ fused Relu), MaxPool, Conv, Add (+ fused Relu), AvgPool, Reshape (the
+        # Flatten), FullConnection: every operation quantised; QuantDTypeCast in and out
+        assert quantised == ["Conv2D", "MaxPool", "Conv2D", "Add", "AvgPool", "Reshape",
+                             "FullConnection"], quantised
+        lowered = imported.handle.lowered()
+        assert [n.name.split(":")[0] for n in lowered.hdi.nodes].count("QuantDTypeCast") == 2
+        weights = [t for t in lowered.hdi.tensors if len(t.quantParams) > 1]
+        assert len(weights) == 3  # both convolutions and the FullConnection: per channel
+        with imported.compile("cpu") as compiled:
+            got = np.array(compiled.run(feeds["x"]))
+    assert got.shape == expected.shape and got.dtype == np.float32
+    assert np.max(np.abs(got - expected)) <= 2 * step + 1e-6
+    np.testing.assert_array_equal(got.argmax(axis=1), expected.argmax(axis=1))
+    assert len(np.unique(np.rint(got / step))) > 5  # not saturated
+
+
+def test_qdq_cnn_through_a_session_and_a_saved_model(runtime, tmp_path):
+    model, feeds, step = qdq_cnn(batch=2)
+    expected = reference(model, feeds)[0]
+    path = tmp_path / "qcnn.onnx"
+    onnx.save(model, path)
+    session = InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, feeds)
+    assert np.max(np.abs(got - expected)) <= 2 * step + 1e-6
+    from nnrt.client import model_file
+
+    with Model.load(path) as loaded:
+        saved = model_file.save_model(loaded, tmp_path / "qcnn.nnrt")
+    with Model.load(saved) as again, again.compile("cpu") as compiled:
+        again_got = np.array(compiled.run(feeds["x"]))
+    np.testing.assert_array_equal(again_got, got)
+
+
+def test_qdq_float_fallbacks_match_onnxruntime(runtime):
+    """Where no quantised OH_NN operation fits, the float operation runs between
+    QuantDTypeCasts (exactly the Q/DQ arithmetic): Exp between Q/DQ; a DequantizeLinear
+    with other parameters than its tensor's (an identity copy carries them); one read by a
+    quantised Relu and by a float output; a Transpose between DQ and Q (no operation);
+    a per-channel activation quantisation (QuantDTypeCast's axis, through NHWC)."""
+    x = rng_uniform(2, 4, 3, 3).astype(np.float32)
+    inits = {"s": np.float32(0.01), "z": np.int8(3), "s2": np.float32(0.02), "z2": np.int8(-5),
+             "se": np.float32(0.02), "ze": np.int8(-100),
+             "sc": np.array([0.01, 0.02, 0.03, 0.04], np.float32), "zc": np.zeros(4, np.int8),
+             "w": f32(4, 4, 1, 1, seed=70)}
+    n = helper.make_node
+    nodes = [n("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             n("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             n("Exp", ["xd"], ["e"]),
+             n("QuantizeLinear", ["e", "se", "ze"], ["eq"]),
+             n("DequantizeLinear", ["eq", "se", "ze"], ["ed"]),
+             n("DequantizeLinear", ["xq", "s2", "z2"], ["xd2"]),  # other parameters
+             n("Relu", ["xd"], ["r"]),
+             n("QuantizeLinear", ["r", "s", "z"], ["rq"]),
+             n("DequantizeLinear", ["rq", "s", "z"], ["rd"]),
+             n("Transpose", ["xd"], ["t"], perm=[0, 2, 3, 1]),
+             n("QuantizeLinear", ["t", "s", "z"], ["tq"]),
+             n("DequantizeLinear", ["tq", "s", "z"], ["td"]),
+             n("Conv", ["x", "w"], ["c"]),
+             n("QuantizeLinear", ["c", "sc", "zc"], ["cq"], axis=1),
+             n("DequantizeLinear", ["cq", "sc", "zc"], ["cd"], axis=1)]
+    model = make(nodes, {"x": x}, ["ed", "xd2", "rd", "xd", "td", "cd", "cq"], inits)
+    expected = reference(model, {"x": x})
+    got = ours(model, {"x": x})
+    steps = [0.02, 0.02, 0.01, 0.01, 0.01, 0.04, 1]
+    for g, e, step in zip(got, expected, steps):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        assert np.max(np.abs(g.astype(np.float64) - e)) <= step + 1e-6
+    with import_onnx(model) as imported:
+        assert quantised_nodes(imported) == ["Relu"]
+
+
+def test_qdq_matmul_of_two_quantised_tensors(runtime):
+    a, b = rng_uniform(3, 4).astype(np.float32), rng_uniform(4, 5).astype(np.float32) * 0.5
+    inits = {"s": np.float32(1 / 127), "z": np.int8(0), "so": np.float32(0.02),
+             "zo": np.int8(0)}
+    n = helper.make_node
+    nodes = [n("QuantizeLinear", ["a", "s", "z"], ["aq"]),
+             n("DequantizeLinear", ["aq", "s", "z"], ["ad"]),
+             n("QuantizeLinear", ["b", "s", "z"], ["bq"]),
+             n("DequantizeLinear", ["bq", "s", "z"], ["bd"]),
+             n("MatMul", ["ad", "bd"], ["m"]),
+             n("QuantizeLinear", ["m", "so", "zo"], ["mq"]),
+             n("DequantizeLinear", ["mq", "so", "zo"], ["y"])]
+    model = make(nodes, {"a": a, "b": b}, ["y"], inits)
+    expected = reference(model, {"a": a, "b": b})[0]
+    (got,) = ours(model, {"a": a, "b": b})
+    assert np.max(np.abs(got - expected)) <= 2 * 0.02 + 1e-6
+    with import_onnx(model) as imported:
+        assert quantised_nodes(imported) == ["Matmul"]
+
+
+def _qdq_one(q_attrs=None, scale=np.float32(0.1), zero=np.int8(0), op="QuantizeLinear",
+             opset=17, x_dtype=np.float32, scale_input=False):
+    x = np.ones((2, 3), x_dtype)
+    inits = {"z": zero}
+    inputs = {"x": x}
+    if scale_input:
+        inputs["s"] = np.asarray([scale])
+    else:
+        inits["s"] = scale
+    node = helper.make_node(op, ["x", "s", "z"], ["y"], name="the_q", **(q_attrs or {}))
+    return make([node], inputs, ["y"], inits, opset=opset)
+
+
+@pytest.mark.parametrize("build, pattern", [
+    (lambda: _qdq_one(scale_input=True), r"'the_q' \(QuantizeLinear\): scale and zero point "
+                                         r"must be constants"),
+    (lambda: _qdq_one(zero=np.int16(0), opset=21), r"'the_q' \(QuantizeLinear\): quantised "
+                                                   r"type int16: OH_NN quantises to int8"),
+    (lambda: _qdq_one(q_attrs={"block_size": 1}, scale=np.full((2, 3), 0.1, np.float32),
+                      zero=np.zeros((2, 3), np.int8), opset=21),
+     r"'the_q' \(QuantizeLinear\): blocked quantisation"),
+    (lambda: _qdq_one(op="DequantizeLinear", zero=np.int32(0), x_dtype=np.int32),
+     r"'the_q' \(DequantizeLinear\): an int32 tensor computed at run time"),
+    (lambda: _qdq_one(scale=np.float16(0.1), opset=19),
+     r"'the_q' \(QuantizeLinear\): a scale of type float16"),
+])
+def test_qdq_refusals_name_node_and_why(build, pattern):
+    with pytest.raises(OnnxImportError, match=pattern):
+        import_onnx(build())
+
+
+def test_qlinear_and_dynamic_quantisation_are_refused():
+    x = np.ones((1, 1, 3, 3), np.uint8)
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"],
+                            ["y"], name="qconv")
+    inits = {"xs": np.float32(1), "xz": np.uint8(0), "w": np.ones((1, 1, 1, 1), np.uint8),
+             "ws": np.float32(1), "wz": np.uint8(0), "ys": np.float32(1), "yz": np.uint8(0)}
+    with pytest.raises(OnnxImportError, match=r"'qconv' \(QLinearConv\): QLinear operators "
+                                              r"are not imported \(export QDQ"):
+        import_onnx(make([node], {"x": x}, ["y"], inits))
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"], name="dyn")
+    with pytest.raises(OnnxImportError, match=r"'dyn' \(DynamicQuantizeLinear\): dynamic "
+                                              r"quantisation"):
+        import_onnx(make([node], {"x": np.ones((2, 2), np.float32)}, ["y", "s", "z"]))
