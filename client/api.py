@@ -50,6 +50,7 @@ from nnrt.client.capi.enums import (
     OH_NN_ReturnCode,
 )
 from nnrt.client.capi.operation_table import OPERATIONS, ParamSpec
+from nnrt.client.capi.executor import run_sync
 
 __all__ = [
     "NNRtError",
@@ -84,9 +85,8 @@ _FORMATS = {None: OH_NN_Format.OH_NN_FORMAT_NONE, "NCHW": OH_NN_Format.OH_NN_FOR
 _MAX_TIMEOUT_MS = 2**31 - 1
 # Executor.run's default deadline, s. Decision: a run that no driver answers (a wedged device)
 # must not hold a caller forever, so there is one by default — generous, as `nnrt run`'s.
-# It takes the RunAsync path (a runtime thread waits for the reply); `timeout=None` takes
-# RunSync, no deadline: 0.05-0.15 ms less per run (measured: the CPU driver, a 16x32 MLP,
-# 0.22-0.37 ms per run with None, 0.29-0.52 ms with the default).
+# The run waits on the calling thread with that deadline (the session channel carries it to
+# the driver, which abandons the run past it): no runtime thread in between.
 DEFAULT_RUN_TIMEOUT = 60.0
 _SPARE_SLOTS = 4  # idle tensor sets an executor keeps for reuse
 
@@ -1162,11 +1162,8 @@ class Executor:
         arrays = self._arrays(inputs, named)
         slot = self._acquire(arrays)
         try:
-            if timeout is None:
-                code = capi.OH_NNExecutor_RunSync(self.handle, slot.inputs, len(slot.inputs),
-                                                  slot.outputs, len(slot.outputs))
-            else:
-                code = self._run_with_timeout(slot, timeout)
+            code = run_sync(self.handle, slot.inputs, len(slot.inputs), slot.outputs,
+                            len(slot.outputs), timeout)
         except BaseException:
             slot.busy = False
             raise
@@ -1174,20 +1171,6 @@ class Executor:
             slot.busy = False
             raise NNRtError(code, "the run failed")
         return self._results(slot)
-
-    def _run_with_timeout(self, slot: _Slot, timeout: float) -> int:
-        done = threading.Event()
-        box: list[int] = []
-        token = _SyncWait(done, box)
-        code = capi.OH_NNExecutor_RunAsync(self.handle, slot.inputs, len(slot.inputs),
-                                           slot.outputs, len(slot.outputs), _ms(timeout), token)
-        if code != OH_NN_ReturnCode.OH_NN_SUCCESS:
-            return code
-        # The runtime completes every accepted run by its deadline (+50 ms) or at the driver's
-        # death; the extra margin only guards against a bug there.
-        if not done.wait(timeout + 5):
-            return OH_NN_ReturnCode.OH_NN_TIMEOUT
-        return box[0]
 
     async def run_async(self, *inputs: Any, timeout: float | None = None, **named: Any) -> Any:
         """`await` a run from asyncio (OH_NNExecutor_RunAsync); the event loop is free while
@@ -1230,13 +1213,6 @@ class Executor:
         self.close()
 
 
-class _SyncWait:
-    __slots__ = ("done", "box")
-
-    def __init__(self, done: threading.Event, box: list) -> None:
-        self.done, self.box = done, box
-
-
 def _has_none(values: Sequence[Any]) -> bool:
     for v in values:
         if v is None:
@@ -1265,10 +1241,6 @@ def _holder(array: np.ndarray) -> Any:
 
 def _on_run_done(user_data: Any, code: int, outputs: list, count: int) -> None:
     """NN_OnRunDone of every Executor: completes the awaiting future (on its loop)."""
-    if isinstance(user_data, _SyncWait):
-        user_data.box.append(code)
-        user_data.done.set()
-        return
     if not isinstance(user_data, _Pending):
         return
     pending = user_data

@@ -597,6 +597,15 @@ def OH_NNExecutor_RunSync(executor: OH_NNExecutor | None, inputTensor: Sequence[
                           inputCount: int, outputTensor: Sequence[NN_Tensor] | None,
                           outputCount: int) -> int:
     """capi.md 1.46: run once and wait; output tensors' shapes are updated on success."""
+    return run_sync(executor, inputTensor, inputCount, outputTensor, outputCount, None)
+
+
+def run_sync(executor: OH_NNExecutor | None, inputTensor: Sequence[NN_Tensor] | None,
+             inputCount: int, outputTensor: Sequence[NN_Tensor] | None, outputCount: int,
+             timeout: float | None) -> int:
+    """RunSync with a deadline of `timeout` seconds (None: none), on the calling thread: the
+    Pythonic API's Executor.run. TIMEOUT past it, and the driver abandons the run. (RunAsync
+    would hand the run to a runtime thread and back: two thread hand-offs per run.)"""
     ex = _executor(executor)
     if ex is None:
         return INVALID_PARAMETER
@@ -611,10 +620,14 @@ def OH_NNExecutor_RunSync(executor: OH_NNExecutor | None, inputTensor: Sequence[
             # after a driver restart, the tensors' memfds are registered with the new session
             ios_in = [io_bytes(t, client) for t in inputs]
             ios_out = [io_bytes(t, client) for t in outputs]
-            reply = client.run(model_id, ios_in, ios_out)
+            reply = client.run(model_id, ios_in, ios_out, timeout)
         except DriverGone as exc:
             log.warning("OH_NNExecutor_RunSync on %s: %s", ex.device.name, exc)
             return CONNECTION_EXCEPTION
+        except TimeoutError:
+            log.warning("OH_NNExecutor_RunSync on %s: no result within %g s; the driver was "
+                        "told to abandon the run", ex.device.name, timeout)
+            return TIMEOUT
         except BufferNotShared as exc:
             log.warning("OH_NNExecutor_RunSync on %s: a tensor's memory: %s", ex.device.name, exc)
             return FAILED

@@ -23,6 +23,7 @@ from nnrt.drivers.cpu.ort import engine
 from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.errors import DriverError
 from nnrt.server.graph import Graph, NodeSpec
 
 ENABLED = os.environ.get("NNRT_TEST_ORT_DIFFERENTIAL", "1") != "0"
@@ -83,7 +84,11 @@ def compare_on_ort(node: NodeSpec, arrays: Sequence[np.ndarray],
     node = dataclasses.replace(node, outputs=tuple(
         dataclasses.replace(spec, shape=tuple(out.shape))
         for spec, out in zip(node.outputs, numpy_outputs)))
-    outputs, on_ort = run_on_ort(node, arrays)
+    try:
+        outputs, on_ort = run_on_ort(node, arrays)
+    except DriverError:  # a node the test ran through a kernel of its own making
+        kept_on_numpy[name] += 1
+        return
     if not on_ort:
         kept_on_numpy[name] += 1
         return
