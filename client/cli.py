@@ -3,7 +3,9 @@
     nnrt demo     drivers up (embedded ones if none is running), an MLP compiled and run
                   across processes, the result shown and checked against numpy
     nnrt devmgr   the device manager: runs the configured drivers and keeps them running
-                  (server/devmgr.py)
+                  (server/devmgr.py); `nnrt devmgr stop|start|restart DRIVER` controls a
+                  running one (commands/control.py)
+    nnrt fault    set, clear or show the faults a running driver injects (commands/control.py)
     nnrt devices  one line per device (client/commands/devices.py)
     nnrt status   the device manager and drivers: health, runs, memory (client/commands/status.py)
     nnrt run      compile a model (.nnrt or .onnx) and run it once on .npy inputs (commands/run.py)
@@ -190,7 +192,7 @@ def _epilog() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nnrt.client.commands import bench, devices, run, status
+    from nnrt.client.commands import bench, control, devices, run, status
     from nnrt.client.commands import compile as compile_command
     from nnrt.client.commands import convert as convert_command
     from nnrt.client.commands.common import positive_float
@@ -216,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         "when they fail; SIGHUP reloads, SIGTERM stops.")
     devmgr_module.add_arguments(devmgr)
     devmgr.set_defaults(func=devmgr_module.run)
+    for action_parser in control.add_devmgr_actions(devmgr).values():
+        _logging_options(action_parser)
     for action in devmgr._actions:
         if action.dest == "log_level":  # its own stays; unset, the top's or -v decide (_level)
             action.default = argparse.SUPPRESS
@@ -224,16 +228,24 @@ def build_parser() -> argparse.ArgumentParser:
                            f"{RUNTIME_DIR_DEFAULT.removeprefix('default ')})")
     for module in (devices, status, run, bench, compile_command, convert_command):
         module.add_parser(sub)
+    fault_actions = control.add_parser(sub)
     for name, subparser in sub.choices.items():
         _logging_options(subparser, level=name != "devmgr")
+    for action_parser in fault_actions:
+        _logging_options(action_parser)
     return parser
+
+
+def _daemon(args: argparse.Namespace) -> bool:
+    """`nnrt devmgr` itself (not one of its control actions)."""
+    return args.command == "devmgr" and not getattr(args, "devmgr_action", None)
 
 
 def _level(args: argparse.Namespace) -> str:
     explicit = getattr(args, "log_level", None) or getattr(args, "log_level_top", None)
     if explicit:
         return explicit
-    base = logging.INFO if args.command == "devmgr" else logging.WARNING
+    base = logging.INFO if _daemon(args) else logging.WARNING
     verbose = getattr(args, "verbose", 0) + getattr(args, "verbose_top", 0)
     return logging.getLevelName(max(logging.DEBUG, base - 10 * verbose))
 
@@ -253,7 +265,7 @@ def _main(argv: list[str] | None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         args.log_level = _level(args)
-        if args.command != "devmgr":  # the device manager sets up its own (journald)
+        if not _daemon(args):  # the device manager sets up its own (journald)
             logging.basicConfig(level=args.log_level, stream=sys.stderr,
                                 format="nnrt: %(levelname)s %(name)s: %(message)s")
         try:

@@ -32,8 +32,10 @@ Decisions:
   raced by a private one. Stale sockets alone (a driver that died) mean the same directory,
   without waiting, and a warning naming them. The choice is made once per process
   (per `DeviceRegistry`), so a driver that restarts later is never replaced by an embedded
-  one. A driver started by hand that has not bound its sockets yet leaves no sign (drivers
-  claim no pid or lock file today); the device manager's control socket covers its drivers.
+  one. A driver started by hand that has not bound its sockets yet is seen by its name lock:
+  every driver holds `flock` on `<name>.lock` from the first moment of its start
+  (server/runtime_dir.py), so it is a held lock file here; the device manager's control
+  socket covers its drivers.
 * **Leftovers.** A private directory records its application's pid (`owner`); one whose
   application is dead and whose sockets nobody serves (the drivers followed their lifeline)
   is removed when the next embedded driver starts.
@@ -58,8 +60,10 @@ from pathlib import Path
 from nnrt.client.hdi import DriverClient, DriverGone
 from nnrt.server.runtime_dir import (
     GRPC_SUFFIX,
+    LOCK_SUFFIX,
     SESSION_SUFFIX,
     driver_names,
+    lock_held,
     runtime_dir,
     stale_socket,
 )
@@ -111,8 +115,13 @@ def signs_of_drivers(directory: Path) -> list[Path]:
 
 
 def _claimed(path: Path) -> bool:
-    """Whether a pid or lock file is held: flock'ed by someone, or naming a live process.
-    Unreadable or unparsable: assume held (waiting is bounded; racing is not undone)."""
+    """Whether a pid or lock file is held. A `.lock` file (a driver's name lock,
+    server/runtime_dir.py): held while someone holds its flock, whatever pid it names (a
+    killed driver's file is stale, and its pid may be reused). A `.pid` file: flock'ed, or
+    naming a live process. Unreadable or unparsable: assume held (waiting is bounded; racing
+    is not undone)."""
+    if path.suffix == LOCK_SUFFIX:
+        return lock_held(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:

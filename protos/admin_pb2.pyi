@@ -62,7 +62,7 @@ class RunLatency(_message.Message):
     def __init__(self, upperBoundsSeconds: _Optional[_Iterable[float]] = ..., counts: _Optional[_Iterable[int]] = ..., sumSeconds: _Optional[float] = ...) -> None: ...
 
 class DriverStatus(_message.Message):
-    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults", "details", "runLatency")
+    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults", "details", "runLatency", "sharedMemoryBudgetBytes", "sessionMemoryBudgetBytes", "modelMemoryLimitBytes", "sharedMemoryUsedBytes")
     class DetailsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +86,10 @@ class DriverStatus(_message.Message):
     FAULTS_FIELD_NUMBER: _ClassVar[int]
     DETAILS_FIELD_NUMBER: _ClassVar[int]
     RUNLATENCY_FIELD_NUMBER: _ClassVar[int]
+    SHAREDMEMORYBUDGETBYTES_FIELD_NUMBER: _ClassVar[int]
+    SESSIONMEMORYBUDGETBYTES_FIELD_NUMBER: _ClassVar[int]
+    MODELMEMORYLIMITBYTES_FIELD_NUMBER: _ClassVar[int]
+    SHAREDMEMORYUSEDBYTES_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     kind: str
     name: str
@@ -102,4 +106,8 @@ class DriverStatus(_message.Message):
     faults: FaultConfig
     details: _containers.ScalarMap[str, str]
     runLatency: RunLatency
-    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ..., details: _Optional[_Mapping[str, str]] = ..., runLatency: _Optional[_Union[RunLatency, _Mapping]] = ...) -> None: ...
+    sharedMemoryBudgetBytes: int
+    sessionMemoryBudgetBytes: int
+    modelMemoryLimitBytes: int
+    sharedMemoryUsedBytes: int
+    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ..., details: _Optional[_Mapping[str, str]] = ..., runLatency: _Optional[_Union[RunLatency, _Mapping]] = ..., sharedMemoryBudgetBytes: _Optional[int] = ..., sessionMemoryBudgetBytes: _Optional[int] = ..., modelMemoryLimitBytes: _Optional[int] = ..., sharedMemoryUsedBytes: _Optional[int] = ...) -> None: ...

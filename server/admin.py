@@ -4,8 +4,10 @@ Served by every driver on its gRPC socket beside the HDI services. Neither metho
 session: the socket's mode (0660) is the access control, as for the device queries.
 
 * `GetStatus`: the driver's identity, pid and uptime, its Run counters and the latency
-  histogram of its completed runs (server/stats.py), every open session with the buffers, bytes and prepared models it holds, and the faults
-  in force.
+  histogram of its completed runs (server/stats.py), every open session with the buffers,
+  bytes and prepared models it holds, the faults in force, and the memory budgets in force
+  (shared memory per driver and per session, model memory per run) with the shared memory
+  held now.
 * `SetFaults`: replaces the faults in force — only on a driver started with fault
   injection enabled (`--fault-injection` or any `--fault-*` option); otherwise refused
   with HDF_ERR_NOPERM and a log line. Every change is logged at WARNING. A config out of
@@ -19,8 +21,10 @@ import logging
 import os
 import time
 
+from nnrt.drivers import reference
 from nnrt.protos import admin_pb2 as pb
 from nnrt.protos import admin_pb2_grpc as rpc
+from nnrt.server import buffers
 from nnrt.server.device import Device
 from nnrt.server.errors import HDF_ERR_INVALID_PARAM, HDF_ERR_NOPERM, NNRT_FAILED
 from nnrt.server.faults import PLAIN_FIELDS, FaultInjection, Faults
@@ -66,6 +70,7 @@ class AdminServicer(rpc.NnrtAdminServicer):
     def GetStatus(self, request, context):
         try:
             runs = self.stats.snapshot()
+            budget = buffers.process_budget()
             sessions = [
                 pb.SessionStatus(
                     sessionId=s.id, peerPid=s.peer_pid or 0, buffers=len(s.buffers),
@@ -84,6 +89,10 @@ class AdminServicer(rpc.NnrtAdminServicer):
                 runLatency=pb.RunLatency(upperBoundsSeconds=LATENCY_BUCKETS,
                                          counts=runs.latency_counts,
                                          sumSeconds=runs.latency_sum),
+                sharedMemoryBudgetBytes=budget.driver_limit,
+                sessionMemoryBudgetBytes=budget.session_limit,
+                modelMemoryLimitBytes=reference.model_memory_limit(),
+                sharedMemoryUsedBytes=budget.used,
             )
         except Exception:
             log.exception("GetStatus failed unexpectedly")

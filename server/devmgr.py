@@ -99,6 +99,8 @@ from nnrt.server.journal import JournalFormatter, stderr_is_journal
 from nnrt.server.runtime_dir import ENV as RUNTIME_DIR_ENV
 from nnrt.server.runtime_dir import (
     grpc_socket,
+    lock_path,
+    remove_stale_lock,
     runtime_dir,
     session_socket,
     stale_socket,
@@ -107,6 +109,7 @@ from nnrt.server.runtime_dir import (
 log = logging.getLogger("nnrt.devmgr")
 
 STATES = ("starting", "ready", "backoff", "failed", "stopped")
+CONTROL_COMMANDS = ("stop", "start", "restart")  # the operator's, on the control socket
 SETTLED = ("ready", "failed", "stopped")
 POLL_INTERVAL = 0.05
 # Environment a driver must not inherit: it belongs to the device manager's own service.
@@ -176,7 +179,8 @@ def served_by(path: Path, pid: int, timeout: float = 1.0) -> bool:
 
 
 def _remove_stale_sockets(directory: Path, name: str) -> None:
-    """Remove a dead driver's sockets (never those of a live driver)."""
+    """Remove a dead driver's sockets and name lock file (never those of a live driver)."""
+    remove_stale_lock(lock_path(directory, name))
     for path, kind in ((grpc_socket(directory, name), socket.SOCK_STREAM),
                        (session_socket(directory, name), socket.SOCK_SEQPACKET)):
         if not path.exists():
@@ -308,7 +312,7 @@ class DriverSupervisor:
     """Runs one driver process and keeps it running, on a thread of its own."""
 
     def __init__(self, manager: DeviceManager, spec: DriverSpec,
-                 predecessor: DriverSupervisor | None = None) -> None:
+                 predecessor: DriverSupervisor | None = None, carry: bool = False) -> None:
         self.manager = manager
         self.spec = spec
         self._predecessor = predecessor
@@ -333,6 +337,13 @@ class DriverSupervisor:
         self._spare_failures = 0
         self._spare_next_at = 0.0
         self.takeovers = 0  # restarts done by promoting a spare
+        # Stopped by the operator (`nnrt devmgr stop`): not started again by supervision nor
+        # by a reload, until `nnrt devmgr start` / `restart`.
+        self.operator_stopped = False
+        self._stop_reason = ""
+        if carry and predecessor is not None:  # an operator's start/restart: same counters
+            self.restarts, self.takeovers = predecessor.restarts, predecessor.takeovers
+            self.last_exit = predecessor.last_exit
         self._thread = threading.Thread(target=self._run, name=f"devmgr-{spec.name}", daemon=True)
 
     @property
@@ -342,11 +353,27 @@ class DriverSupervisor:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
-        """Ask the driver to stop (returns at once; `join` waits)."""
+    def stop(self, reason: str = "") -> None:
+        """Ask the driver to stop (returns at once; `join` waits); `reason` is shown once it
+        is stopped."""
+        self._stop_reason = reason
         self._stop.set()
 
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def hold_stopped(self, reason: str) -> None:
+        """Mark a supervisor whose thread is not running (finished, or never started) as
+        stopped by the operator."""
+        with self._lock:
+            self.operator_stopped = True
+            self.state, self.reason, self._next_start_at = "stopped", reason, None
+        self.manager.wake()
+
     def join(self, timeout: float) -> bool:
+        if self._thread.ident is None:  # never started (held stopped): nothing to wait for
+            return True
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
@@ -391,6 +418,7 @@ class DriverSupervisor:
                 "identity": self.identity,
                 "standby": self._standby_snapshot(),
                 "takeovers": self.takeovers,
+                "operator_stopped": self.operator_stopped,
             }
 
     def _standby_snapshot(self) -> dict | None:
@@ -883,7 +911,7 @@ class DriverSupervisor:
             log.info("driver %s: stopped (%s)", self.name, describe_exit(code))
             self._cleanup_sockets()
         if self._stop.is_set():
-            self._set(state="stopped", reason="")
+            self._set(state="stopped", reason=self._stop_reason)
         else:
             self.manager.wake()
 
@@ -1034,7 +1062,7 @@ class DeviceManager:
 
     def _apply(self, config: Config) -> None:
         """Make the running drivers those of `config`, touching only what changed."""
-        added, removed, changed, retried, unchanged = [], [], [], [], []
+        added, removed, changed, retried, unchanged, held = [], [], [], [], [], []
         with self._lock:
             old = self._supervisors
             wanted = {spec.name for spec in config.drivers}
@@ -1050,6 +1078,11 @@ class DeviceManager:
                 if supervisor is None:
                     current[spec.name] = DriverSupervisor(self, spec)
                     added.append(spec.name)
+                elif supervisor.operator_stopped:  # stays stopped; `start` uses the new spec
+                    if supervisor.spec != spec:
+                        supervisor.update_spec(spec)
+                    current[spec.name] = supervisor
+                    held.append(spec.name)
                 elif not supervisor.spec.same_process(spec):
                     supervisor.stop()
                     self._retiring.append(supervisor)
@@ -1069,9 +1102,9 @@ class DeviceManager:
             current[name].start()
         if old:
             log.info("configuration applied: added %s; removed %s; restarted (changed) %s; "
-                     "retried (failed/stopped) %s; unchanged %s",
-                     *(", ".join(names) or "none"
-                       for names in (added, removed, changed, retried, unchanged)))
+                     "retried (failed/stopped) %s; unchanged %s; kept stopped (nnrt devmgr "
+                     "stop) %s", *(", ".join(names) or "none" for names in
+                                   (added, removed, changed, retried, unchanged, held)))
 
     def _reload(self) -> None:
         path = self.config_path if self._explicit_config else default_config_path()
@@ -1091,6 +1124,57 @@ class DeviceManager:
         self._last_status = ""
         self._report()
         self.notifier.send("READY=1")
+
+    # -- the operator's commands (control socket) ----------------------------------------
+
+    def control(self, command: str, name: str) -> dict:
+        """`stop`, `start` or `restart` the driver `name` (server/devmgr_ctl.py). Answers at
+        once; the state in the status shows how it goes. Unknown name: code unknown-driver.
+
+        stop: the driver is stopped (SIGTERM, `stop_timeout`, SIGKILL; its spare let go)
+        and stays stopped — not restarted by supervision nor by a reload — until started.
+        start: a stopped or failed driver (or one waiting in backoff) gets a fresh start at
+        once, its failures forgotten; a running one is left as it is. restart: stop + start,
+        whatever its state, with the backoff reset; counted in its restarts."""
+        with self._lock:
+            if self.state in ("stopping", "stopped"):
+                return {"ok": False, "error": "the device manager is stopping",
+                        "code": "stopping"}
+            supervisor = self._supervisors.get(name)
+            if supervisor is None:
+                known = ", ".join(sorted(self._supervisors)) or "none"
+                return {"ok": False, "code": "unknown-driver",
+                        "error": f"no driver {name!r} in the device manager's configuration "
+                                 f"(known: {known})"}
+            fresh = None
+            if command == "stop":
+                reason = "stopped by nnrt devmgr stop"
+                if supervisor.finished:
+                    message = "already stopped" if supervisor.state == "stopped" else \
+                        f"was {supervisor.state}: now stopped"
+                    supervisor.hold_stopped(reason)
+                else:
+                    message = "stopping"
+                    supervisor.operator_stopped = True
+                    supervisor.stop(reason)
+            elif (command == "start" and not supervisor.finished and not supervisor.stopping
+                  and supervisor.state in ("starting", "ready")):
+                message = f"already running ({supervisor.state})"
+            else:
+                if not supervisor.finished:
+                    supervisor.stop()
+                    self._retiring.append(supervisor)
+                fresh = DriverSupervisor(self, supervisor.spec, predecessor=supervisor,
+                                         carry=True)
+                if command == "restart":
+                    fresh.restarts += 1
+                self._supervisors[name] = fresh
+                message = "restarting" if command == "restart" else "starting"
+        if fresh is not None:
+            fresh.start()
+        log.info("driver %s: %s asked on the control socket: %s", name, command, message)
+        target = fresh or supervisor
+        return {"ok": True, "driver": target.snapshot(), "message": message}
 
     # -- reporting -----------------------------------------------------------------------
 
@@ -1123,8 +1207,16 @@ class DeviceManager:
 
     def _handle_request(self, request: dict) -> dict:
         command = request.get("cmd")
+        if command in CONTROL_COMMANDS:
+            name = request.get("driver")
+            if not isinstance(name, str) or not name:
+                return {"ok": False, "error": f"{command}: needs a driver name ('driver')",
+                        "code": "bad-request"}
+            return self.control(command, name)
         if command != "status":
-            return {"ok": False, "error": f"unknown command {command!r} (known: status)"}
+            return {"ok": False, "error": f"unknown command {command!r} (known: status, "
+                                          f"{', '.join(CONTROL_COMMANDS)})",
+                    "code": "bad-request"}
         drivers = self.snapshots()
         config = self.config
         return {

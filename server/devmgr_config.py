@@ -36,8 +36,11 @@ starts or stops the spare without touching the live driver.
 `options` become `nnrt-driver` command-line options: `key = value` → `--key value`,
 `key = true` → `--key`, `false` → left out, a list → the option once per element;
 underscores in keys are taken as dashes. The driver is the authority on what its options
-mean: an option it does not know makes it exit 2 at start, which the device manager treats
-like any other failure to start (restarts, then the crash-loop limit).
+mean, and it is asked at load: the options are parsed by nnrt-driver's own argument parser
+and range checks (server/main.py `build_parser`, `parse_args`), so an unknown option or a
+bad value is a configuration error naming the file, the driver and the option — refused at
+start (exit 1) or at a reload (the running configuration kept) — never a driver that exits
+2 at each start until the crash-loop limit.
 
 The probe defaults find a wedge within 5 s: a driver whose runs stop moving says NOT_SERVING
 after its stall timeout (2 s, server/host.py), and two probes a second apart confirm it; a
@@ -225,6 +228,24 @@ def _options(where: str, table: object) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(result))
 
 
+def check_options(where: str, spec: DriverSpec) -> None:
+    """Parse the command line the driver would get with nnrt-driver's own parser and checks
+    (server/main.py); ConfigError with what nnrt-driver would say instead of its exit 2."""
+    from nnrt.server import (
+        main as driver_main,  # the driver's parser: imported when needed
+    )
+
+    args = spec.option_args()
+    parser = driver_main.build_parser()
+
+    def refuse(message: str) -> None:
+        raise ConfigError(f"{where}: options: nnrt-driver {spec.kind} refuses "
+                          f"{' '.join(args)}: {message}")
+
+    parser.error = refuse  # argparse's (and parse_args') way out, as an exception
+    driver_main.parse_args([spec.kind, "--name", spec.name, *args], parser)
+
+
 def parse_config(text: str, path: Path | None = None) -> Config:
     """The configuration in `text`; ConfigError when it is not valid."""
     where = str(path) if path is not None else "configuration"
@@ -256,9 +277,11 @@ def parse_config(text: str, path: Path | None = None) -> Config:
         standby = table.get("standby", False)
         if not isinstance(standby, bool):
             raise ConfigError(f"{here}: standby must be true or false, not {standby!r}")
-        drivers.append(DriverSpec(
+        spec = DriverSpec(
             name=name, kind=kind, options=_options(here, table.get("options", {})),
-            policy=_apply(here, defaults, table, _POLICY_KEYS), standby=standby))
+            policy=_apply(here, defaults, table, _POLICY_KEYS), standby=standby)
+        check_options(here, spec)
+        drivers.append(spec)
     return Config(settings=settings, drivers=tuple(drivers), path=path)
 
 

@@ -4,7 +4,19 @@ AF_UNIX stream socket, mode 0660. One request per connection: the client sends o
 object and a newline, the device manager answers one JSON object and a newline, and closes.
 
     {"cmd": "status"}  →  {"ok": true, "devmgr": {...}, "drivers": [{...}, ...]}
-    anything else      →  {"ok": false, "error": "..."}
+    {"cmd": "stop" | "start" | "restart", "driver": NAME}
+                       →  {"ok": true, "message": "...", "driver": {...}}
+    anything else      →  {"ok": false, "error": "...", "code": "..."}
+
+The operator's commands (`nnrt devmgr stop|start|restart NAME`, client/commands/devmgr_ctl.py)
+answer at once, before the driver has stopped or started; the status shows how it goes.
+`stop`: the driver is stopped and stays stopped (not restarted by supervision, nor by a
+reload) until `start`; `start`: a stopped, failed or backing-off driver gets a fresh start
+(failures forgotten), a running one is left alone; `restart`: stop + start in any state,
+backoff reset, counted in `restarts`. Refusals carry a `code`: `unknown-driver` (no driver
+of that name in the configuration), `bad-request`, `stopping` (the device manager is).
+Who may connect to the socket (mode 0660: its owner and group) may use them, as the
+drivers' own admin service.
 
 The `status` answer (times in seconds, `null` where unknown):
 
@@ -12,7 +24,10 @@ The `status` answer (times in seconds, `null` where unknown):
     drivers: name, kind, pid, state (starting/ready/backoff/failed/stopped), restarts,
              last_exit (exit status, or -N for a signal), uptime, reason, next_start_in,
              failures (within the crash-loop window), identity ({device_name, vendor,
-             version: [major, minor], device_type} once it was ready, else null)
+             version: [major, minor], device_type} once it was ready, else null),
+             restart_policy, standby ({pid, state: loading/ready/none}, null when standby
+             is off), takeovers (restarts done by promoting the spare), operator_stopped
+             (stopped by `nnrt devmgr stop`)
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ Decisions:
 * **Read at scrape time, nothing kept**: a custom collector takes the device manager's
   driver snapshots (state, restarts, uptime: what `nnrt status` shows) and asks each live
   driver's admin `GetStatus` (protos/admin.proto) for its run counters, run latency
-  histogram, sessions, buffers, bytes held and prepared models — in parallel, each bounded
+  histogram, sessions, buffers, bytes held, prepared models and memory budgets — in
+  parallel, each bounded
   by `SCRAPE_TIMEOUT`, so a wedged driver costs a scrape at most that long and shows as
   `nnrt_driver_status_up 0` instead of failing the scrape. A driver's run counters and
   histogram are its process's: they restart from zero when the driver restarts, which
@@ -21,6 +22,10 @@ Decisions:
   Prometheus' conventions (`_total` counters, `_seconds`, `_bytes`); the state is one
   series per state, 1 for the current one (`nnrt_driver_state{state="ready"}`, as
   kube-state-metrics does phases), so alerts need no string matching.
+* Warm standby: `nnrt_driver_standby_takeovers_total` counts the restarts done by promoting
+  the spare (the device manager's count, kept across an operator's `nnrt devmgr restart`);
+  `nnrt_driver_standby_ready` is 1 while a loaded spare waits (only for standby drivers), so
+  "the next crash gets a cold start" is an alert on 0.
 * The device manager's own process metrics (`process_*`: CPU, RSS, fds) come with it.
 """
 
@@ -146,11 +151,27 @@ class DevmgrCollector(Collector):
                                          "the sessions hold", labels=LABELS)
         prepared = GaugeMetricFamily("nnrt_driver_prepared_models", "prepared models the "
                                      "sessions hold", labels=LABELS)
+        takeovers = CounterMetricFamily("nnrt_driver_standby_takeovers", "restarts done by "
+                                        "promoting the warm spare (standby = true)",
+                                        labels=LABELS)
+        standby_ready = GaugeMetricFamily("nnrt_driver_standby_ready", "1 while a warm spare "
+                                          "is loaded and ready to take over (drivers with "
+                                          "standby = true only)", labels=LABELS)
+        budget = GaugeMetricFamily("nnrt_driver_shared_memory_budget_bytes", "shared memory "
+                                   "all sessions of the driver may hold (--max-driver-memory-mb "
+                                   "or its default)", labels=LABELS)
+        session_budget = GaugeMetricFamily("nnrt_driver_session_memory_budget_bytes", "shared "
+                                           "memory one session may hold", labels=LABELS)
+        model_limit = GaugeMetricFamily("nnrt_driver_model_memory_limit_bytes", "memory one "
+                                        "run of a prepared model may write", labels=LABELS)
         for d in drivers:
             labels = [d["name"], d["kind"]]
             for name in STATES:
                 state.add_metric([*labels, name], 1 if d["state"] == name else 0)
             restarts.add_metric(labels, d["restarts"])
+            takeovers.add_metric(labels, d.get("takeovers") or 0)
+            if d.get("standby") is not None:
+                standby_ready.add_metric(labels, 1 if d["standby"]["state"] == "ready" else 0)
             if d["uptime"] is not None:
                 driver_uptime.add_metric(labels, d["uptime"])
             status = statuses.get(d["name"])
@@ -168,8 +189,13 @@ class DevmgrCollector(Collector):
             buffers.add_metric(labels, sum(s.buffers for s in status.sessions))
             buffer_bytes.add_metric(labels, sum(s.bufferBytes for s in status.sessions))
             prepared.add_metric(labels, sum(s.preparedModels for s in status.sessions))
-        yield from (state, restarts, driver_uptime, status_up, runs, in_flight, latency,
-                    sessions, buffers, buffer_bytes, prepared)
+            if status.sharedMemoryBudgetBytes:  # 0: a driver from before budgets were reported
+                budget.add_metric(labels, status.sharedMemoryBudgetBytes)
+                session_budget.add_metric(labels, status.sessionMemoryBudgetBytes)
+                model_limit.add_metric(labels, status.modelMemoryLimitBytes)
+        yield from (state, restarts, takeovers, standby_ready, driver_uptime, status_up, runs,
+                    in_flight, latency, sessions, buffers, buffer_bytes, prepared, budget,
+                    session_budget, model_limit)
 
         took = GaugeMetricFamily("nnrt_devmgr_scrape_duration_seconds", "seconds this scrape "
                                  "took to read the drivers")

@@ -28,10 +28,23 @@ Decisions:
   would create it in); `ensure_runtime_dir` creates it 0755 (sockets are 0660 and carry the
   access control) and judges it again once created, so a directory someone slipped in
   between is refused too.
+* The name lock (`DriverLock`): a driver claims `N.lock` before anything else of its start
+  (before loading its device, long before binding `N.sock` and `N.session`): it opens the
+  file (created 0644, `O_NOFOLLOW`), takes `flock(LOCK_EX | LOCK_NB)` and writes its pid in
+  it; the kernel drops the lock when the process ends, however it ends. A second driver of
+  that name finds it locked and stops at once (exit 3, the holder's pid named). A clean stop
+  removes the file while still holding the lock; a lock taken on a file that a stopping
+  driver removed meanwhile is detected (the path's inode differs) and taken again on the
+  new file. Who wants to know whether a driver of that name is alive — serving or still
+  starting — tries a shared `flock` on the file (client/embedded.py): it fails while a driver
+  holds it; a file nobody holds is a stale leftover of a killed driver, like its sockets. A
+  warm spare (`--standby-fd`) takes the lock only at its go.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import functools
 import grp
 import logging
@@ -50,6 +63,7 @@ DEFAULT_GROUP = "nnrt"
 SYSTEM_DIR = Path("/run/nnrt")
 GRPC_SUFFIX = ".sock"
 SESSION_SUFFIX = ".session"
+LOCK_SUFFIX = ".lock"
 
 
 class UnsafeRuntimeDir(PermissionError):
@@ -264,3 +278,128 @@ def driver_names(directory: Path) -> list[str]:
         if session_socket(directory, name).exists():
             names.append(name)
     return sorted(names)
+
+
+def lock_path(directory: Path, name: str) -> Path:
+    return Path(directory) / f"{name}{LOCK_SUFFIX}"
+
+
+class NameLocked(RuntimeError):
+    """Another live process holds the name lock of a driver (`holder`: its pid, if known)."""
+
+    def __init__(self, message: str, holder: int | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+def lock_holder(path: Path) -> int | None:
+    """The pid written in a lock file (None when unreadable or not a pid)."""
+    try:
+        text = Path(path).read_text(errors="replace").split()
+    except OSError:
+        return None
+    return int(text[0]) if text and text[0].isdigit() else None
+
+
+class DriverLock:
+    """The name lock of one driver: `flock(LOCK_EX)` on `<runtime dir>/<name>.lock`, held
+    until `release` or the process's end (module docstring)."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, directory: Path, name: str) -> DriverLock:
+        """Take the lock (the directory created and checked first); NameLocked when a live
+        process holds it, UnsafeRuntimeDir when the directory cannot be used."""
+        path = lock_path(ensure_runtime_dir(directory), name)
+        for _ in range(10):
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise UnsafeRuntimeDir(f"{path} is a symbolic link: remove it") from None
+                raise UnsafeRuntimeDir(f"cannot create the lock file {path}: {exc}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                holder = lock_holder(path)
+                raise NameLocked(f"another driver named {name!r} is running or starting: "
+                                 f"{path} is locked by pid {holder or '?'}", holder) from None
+            try:
+                st, now = os.fstat(fd), os.stat(path, follow_symlinks=False)
+                same = (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino)
+            except FileNotFoundError:
+                same = False
+            if not same:  # removed by a driver's clean stop between our open and flock
+                os.close(fd)
+                continue
+            try:
+                os.fchmod(fd, 0o644)  # readable by the clients that test it, whatever the umask
+            except OSError:
+                pass
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            return cls(path, fd)
+        raise NameLocked(f"{path} keeps being replaced: another driver named {name!r} is "
+                         "starting and stopping")
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Remove the file (still holding the lock, so no one took it meanwhile) and let go."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            st, now = os.fstat(fd), os.stat(self.path, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino):
+                self.path.unlink()
+        except OSError:
+            pass
+        os.close(fd)
+
+
+def lock_held(path: Path) -> bool:
+    """Whether a live process holds the name lock file at `path` (a shared flock fails);
+    False for a missing file or one nobody holds (a killed driver's leftover)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # cannot tell: assume held (a wait is bounded, a race is not undone)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # also drops our shared lock
+    return False
+
+
+def remove_stale_lock(path: Path) -> bool:
+    """Remove the name lock file at `path` if nobody holds it (a killed driver's), the
+    protocol's way: locked by us while it is unlinked, so a driver opening it meanwhile
+    notices (its inode check) and takes a fresh one. True when removed."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        st, now = os.fstat(fd), os.stat(path, follow_symlinks=False)
+        if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
+            return False
+        os.unlink(path)
+        return True
+    except OSError:
+        return False  # held (a live driver), or gone meanwhile
+    finally:
+        os.close(fd)

@@ -19,7 +19,8 @@ DEVICE_KEYS = {"id", "name", "driver", "kind", "device_name", "vendor", "type", 
                "hdi_version", "pid", "uptime_seconds", "restarts", "managed", "details"}
 DRIVER_KEYS = {"name", "kind", "managed", "pid", "state", "health", "restarts", "last_exit",
                "reason", "uptime_seconds", "device_status", "in_flight_runs", "runs",
-               "sessions", "memory_bytes", "fault_injection"}
+               "sessions", "memory_bytes", "fault_injection", "standby", "takeovers",
+               "budgets"}
 SESSION_KEYS = {"session_id", "peer_pid", "buffers", "buffer_bytes", "prepared_models"}
 DEVMGR_KEYS = {"pid", "uptime", "state", "config", "runtime_dir", "status"}
 

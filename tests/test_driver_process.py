@@ -123,7 +123,9 @@ def test_a_second_driver_on_the_same_socket_is_refused(shared_driver):
         capture_output=True, timeout=30,
     )
     assert proc.returncode == 3
-    assert b"already listening" in proc.stderr
+    # stopped by the name lock (server/runtime_dir.py) before it loads anything
+    assert b"another driver named 'cpu' is running or starting" in proc.stderr
+    assert f"is locked by pid {shared_driver.pid}".encode() in proc.stderr
     assert health_status(shared_driver.grpc_path) == health_pb2.HealthCheckResponse.SERVING
 
 

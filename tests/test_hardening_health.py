@@ -239,14 +239,14 @@ crash_loop_window = 30
 def test_failed_is_retried_after_its_cool_down_and_unlimited_never_fails(tmp_path, devmgrs):
     devmgr = start_devmgr(tmp_path, FAST + """
         [drivers.bad]
-        kind = "cpu"
+        kind = "accel"
         crash_loop_failures = 2
         failed_retry_after = 1.5
-        options = { no-such-option = true }    # exits 2 at once
+        options = { spec = "/nonexistent/npu-sim.toml" }    # exits 1 at once
         [drivers.forever]
-        kind = "cpu"
+        kind = "accel"
         crash_loop_failures = 0                # no limit
-        options = { no-such-option = true }
+        options = { spec = "/nonexistent/npu-sim.toml" }
     """)
     devmgrs.append(devmgr)
     failed = devmgr.wait_drivers(lambda ds: ds["bad"]["state"] == "failed", "bad failed")
@@ -256,10 +256,10 @@ def test_failed_is_retried_after_its_cool_down_and_unlimited_never_fails(tmp_pat
     devmgr.wait_drivers(lambda ds: ds["bad"]["restarts"] >= 3 and ds["bad"]["state"] == "failed",
                         "bad retried and failed again", timeout=15)
     log = devmgr.log()
-    assert "driver bad: crash loop: 2 failures within 30 s (last: exit 2 (bad usage: check " \
-           "the driver's options)); marked failed, a fresh start in 1.5 s" in log
+    assert "driver bad: crash loop: 2 failures within 30 s (last: exit 1); marked failed, " \
+           "a fresh start in 1.5 s" in log
     assert "driver bad: 1.5 s cool-down over: a fresh start" in log
-    assert log.count("driver bad (cpu): started") >= 3
+    assert log.count("driver bad (accel): started") >= 3
     # the unlimited one never fails: it keeps being restarted with the capped backoff
     drivers = devmgr.wait_drivers(lambda ds: ds["forever"]["restarts"] >= 6, "forever restarts")
     assert drivers["forever"]["state"] != "failed"

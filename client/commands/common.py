@@ -41,8 +41,8 @@ EXIT_CODES: dict[int, str] = {
     EXIT_USAGE: "bad usage or bad input: the command line, a model or input file that cannot "
                 "be read or does not fit the model",
     EXIT_UNREACHABLE: "nothing to use: no device, driver or device manager answers in the "
-                      "runtime directory, or no device of that name; devmgr: another device "
-                      "manager already runs there",
+                      "runtime directory, or no device or driver of that name; devmgr: "
+                      "another device manager already runs there",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGINT); devmgr: SIGINT, like SIGTERM, is a "
                       "requested stop (0)",
 }

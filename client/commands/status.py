@@ -4,16 +4,19 @@
               2 driver(s): 1 ready, 1 failed (failed: npu)
     runtime:  /run/nnrt
 
-    DRIVER  KIND  PID  STATE   HEALTH   RESTARTS  LAST EXIT  UPTIME  IN FLIGHT  RUNS OK/FAILED/ABANDONED  SESSIONS  MEMORY
-    cpu     cpu   815  ready   SERVING  0         -          5m03s   1          120/0/2                   2         4.0 MiB
-    npu     cpu   -    failed  -        4         exit 2     -       -          -                         -         -
+    DRIVER  KIND  PID  STATE   HEALTH   RESTARTS  LAST EXIT  UPTIME  STANDBY          IN FLIGHT  ...  MEMORY   BUDGET
+    cpu     cpu   815  ready   SERVING  0         -          5m03s   ready (pid 816)  1          ...  4.0 MiB  11.8 GiB
+    npu     cpu   -    failed  -        4         exit 1     -       -                -          ...  -        -
 
-      npu: crash loop: 5 failures within 60 s (last: exit 2 (bad usage: ...))
+      npu: crash loop: 5 failures within 60 s (last: exit 1)
+      cpu budgets: shared memory 11.8 GiB (a session 2.9 GiB), model memory 2.9 GiB per run
       cpu session 3 (pid 2040): 2 buffers, 4.0 MiB, 1 prepared model
 
-State and restarts come from the device manager (when one runs); health from a
-grpc.health.v1 probe; runs, sessions and memory (bytes of shared buffers each session
-holds) from the driver's admin service (`nnrt.admin.v1.NnrtAdmin/GetStatus`).
+State, restarts and the warm spare (STANDBY: its state and pid; `-` when standby is off)
+come from the device manager (when one runs); health from a grpc.health.v1 probe; runs,
+sessions, memory (bytes of shared buffers each session holds) and the budgets (BUDGET: the
+shared memory all sessions may hold) from the driver's admin service
+(`nnrt.admin.v1.NnrtAdmin/GetStatus`).
 
 Exit codes: 0 every driver ready and SERVING, 1 some driver is not (failed, restarting,
 unreachable, ...), 3 nothing running (no device manager, no driver).
@@ -29,7 +32,7 @@ from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE
                                          known_drivers, print_json, probe_driver, say, table)
 
 HEADERS = ("DRIVER", "KIND", "PID", "STATE", "HEALTH", "RESTARTS", "LAST EXIT", "UPTIME",
-           "IN FLIGHT", "RUNS OK/FAILED/ABANDONED", "SESSIONS", "MEMORY")
+           "STANDBY", "IN FLIGHT", "RUNS OK/FAILED/ABANDONED", "SESSIONS", "MEMORY", "BUDGET")
 
 
 def add_parser(sub) -> None:
@@ -76,8 +79,30 @@ def collect(directory, devmgr: dict | None) -> list[dict]:
             "memory_bytes": sum(s["buffer_bytes"] for s in sessions)
             if sessions is not None else None,
             "fault_injection": admin.faultInjectionEnabled if admin else None,
+            # the device manager's warm spare: {pid, state}, None when standby is off
+            "standby": entry.get("standby") if entry else None,
+            "takeovers": entry.get("takeovers") if entry else None,
+            "budgets": _budgets(admin),
         })
     return drivers
+
+
+def _budgets(admin) -> dict | None:
+    """The driver's memory budgets (admin GetStatus), None when it did not say."""
+    if admin is None or not admin.sharedMemoryBudgetBytes:
+        return None  # not answering, or a driver from before budgets were reported
+    return {"shared_memory_bytes": admin.sharedMemoryBudgetBytes,
+            "session_memory_bytes": admin.sessionMemoryBudgetBytes,
+            "model_memory_bytes": admin.modelMemoryLimitBytes,
+            "shared_memory_used_bytes": admin.sharedMemoryUsedBytes}
+
+
+def format_standby(standby: dict | None) -> str | None:
+    if standby is None:
+        return None
+    if standby.get("pid") is None:
+        return standby.get("state") or "none"
+    return f"{standby['state']} (pid {standby['pid']})"
 
 
 def healthy(driver: dict) -> bool:
@@ -113,13 +138,24 @@ def run(args: argparse.Namespace) -> int:
         print(table(HEADERS, [
             (d["name"], d["kind"], d["pid"], d["state"], d["health"], d["restarts"],
              format_exit(d["last_exit"]), format_duration(d["uptime_seconds"]),
-             d["in_flight_runs"],
+             format_standby(d["standby"]), d["in_flight_runs"],
              "{completed}/{failed}/{abandoned}".format(**d["runs"]) if d["runs"] else None,
              len(d["sessions"]) if d["sessions"] is not None else None,
-             format_bytes(d["memory_bytes"]))
+             format_bytes(d["memory_bytes"]),
+             format_bytes(d["budgets"]["shared_memory_bytes"]) if d["budgets"] else None)
             for d in drivers]))
         notes = [f"  {d['name']}: {d['reason']}" for d in drivers
                  if d["reason"] and not healthy(d)]
+        for d in drivers:
+            if d["takeovers"]:
+                notes.append(f"  {d['name']}: {d['takeovers']} takeover"
+                             f"{'s' if d['takeovers'] != 1 else ''} by its standby")
+            if d["budgets"]:
+                b = d["budgets"]
+                notes.append(f"  {d['name']} budgets: shared memory "
+                             f"{format_bytes(b['shared_memory_bytes'])} "
+                             f"(a session {format_bytes(b['session_memory_bytes'])}), model "
+                             f"memory {format_bytes(b['model_memory_bytes'])} per run")
         for d in drivers:
             for s in d["sessions"] or ():
                 models = s["prepared_models"]
