@@ -16,7 +16,7 @@ import numpy as np
 from .....protos import node_attrs_pb2 as na
 from ...kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers, onnx_dtype
-from .lower_reshape import operand, require_moved, scalar
+from .lower_reshape import require_moved
 
 F64 = np.dtype(np.float64)
 
@@ -27,7 +27,7 @@ def cast(k: Kernel, e: NodeEmitter) -> None:
     if k.check_at_run:
         raise NotLowerable("a run-time target-type input")
     src, dst = e.spec(0).dtype, k.dtype
-    x = operand(e, 0)
+    x = e.input(0)
     if src == dst:
         e.op("Identity", [x], out=e.output())
         return
@@ -37,6 +37,6 @@ def cast(k: Kernel, e: NodeEmitter) -> None:
         info = np.iinfo(dst)
         if src != F64:
             x = e.op("Cast", [x], to=onnx_dtype(F64))
-        x = e.op("Where", [e.op("IsNaN", [x]), scalar(e, 0.0, F64), x])
-        x = e.op("Clip", [x, scalar(e, info.min, F64), scalar(e, info.max, F64)])
+        x = e.op("Where", [e.op("IsNaN", [x]), e.const(0.0, F64), x])
+        x = e.op("Clip", [x, e.const(info.min, F64), e.const(info.max, F64)])
     e.op("Cast", [x], out=e.output(), to=onnx_dtype(dst))

@@ -16,7 +16,7 @@ import numpy as np
 from .....protos import node_attrs_pb2 as na
 from ...kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
-from .lower_reshape import MOVED, scalar
+from .lower_reshape import MOVED
 
 RANGE_LIMIT = 1 << 20
 
@@ -29,7 +29,7 @@ def fill(k: Kernel, e: NodeEmitter) -> None:
     if e.node.node_type == na.NODE_TYPE_FILL:
         value = e.op("Reshape", [e.input(0), e.int64s([], "scalar")])
     else:
-        value = scalar(e, k.value, k.value.dtype, "value")
+        value = e.const(k.value, k.value.dtype, "value")
     e.op("Expand", [value, e.int64s(k.shape, "shape")], out=e.output())
 
 

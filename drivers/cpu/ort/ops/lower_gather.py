@@ -17,7 +17,7 @@ from .....protos import node_attrs_pb2 as na
 from .....server.graph import DYNAMIC
 from ...kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
-from .lower_reshape import operand, require_moved
+from .lower_reshape import require_moved
 
 
 @lowers(na.NODE_TYPE_GATHER)
@@ -25,7 +25,7 @@ def gather(k: Kernel, e: NodeEmitter) -> None:
     require_moved(e)
     if e.spec(1).is_constant and e.spec(0).shape[k.axis] == DYNAMIC:
         raise NotLowerable("constant indices into a DYNAMIC dimension (checked only at run)")
-    e.op("Gather", [e.input(0), operand(e, 1)], out=e.output(), axis=k.axis)
+    e.op("Gather", [e.input(0), e.input(1)], out=e.output(), axis=k.axis)
 
 
 @lowers(na.NODE_TYPE_GATHER_ND)

@@ -14,7 +14,7 @@ from .....protos import node_attrs_pb2 as na
 from .....server.graph import DYNAMIC
 from ...kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
-from .lower_reshape import MOVED, operand, require_moved, scalar
+from .lower_reshape import MOVED, require_moved
 from .lower_slice import BEFORE_FIRST, emit_slice
 
 PADDED = MOVED - {np.dtype(np.int16), np.dtype(np.uint16)}
@@ -32,7 +32,7 @@ def pad(k: Kernel, e: NodeEmitter) -> None:
     pads = e.int64s([b for b, _ in k.pads] + [a for _, a in k.pads], "pads")
     inputs = [e.input(0), pads]
     if k.mode == "constant":
-        inputs.append(scalar(e, k.fill, e.spec(0).dtype, "fill"))
+        inputs.append(e.const(k.fill, e.spec(0).dtype, "fill"))
     e.op("Pad", inputs, out=e.output(), mode=k.mode)
 
 
@@ -41,7 +41,7 @@ def _symmetric(k: Kernel, e: NodeEmitter) -> None:
     padded = [axis for axis, p in enumerate(k.pads) if p != (0, 0)]
     if any(shape[axis] == DYNAMIC for axis in padded):
         raise NotLowerable("symmetric padding of a DYNAMIC dimension (checked only at run)")
-    y = operand(e, 0)
+    y = e.input(0)
     for n, axis in enumerate(padded):
         (before, after), dim = k.pads[axis], shape[axis]
         parts = [y]

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from onnx import numpy_helper
 
 from .....protos import node_attrs_pb2 as na
 from .....server.graph import DYNAMIC
@@ -35,21 +34,6 @@ def require_moved(e: NodeEmitter, *specs: object) -> None:
     e.require_dtypes(MOVED, *(specs or (e.spec(0), *e.node.outputs)))
 
 
-def scalar(e: NodeEmitter, value: object, dtype: object, hint: str = "s") -> str:
-    """A 0-D initializer (NodeEmitter.const makes every array at least 1-D)."""
-    name = e.graph.fresh(hint)
-    e.graph.initializers.append(numpy_helper.from_array(np.array(value, dtype=dtype), name))
-    return name
-
-
-def operand(e: NodeEmitter, i: int) -> str:
-    """Input i as e.input gives it, but a 0-D constant stays 0-D."""
-    spec = e.spec(i)
-    if spec.is_constant and spec.constant.ndim == 0:
-        return scalar(e, spec.constant, spec.dtype, f"c{spec.index}")
-    return e.input(i)
-
-
 def static_shape(shape: Sequence[int]) -> bool:
     return DYNAMIC not in shape
 
@@ -66,13 +50,13 @@ def reshape(k: Kernel, e: NodeEmitter) -> None:
         raise NotLowerable("a run-time shape tensor")
     x_shape = e.spec(0).shape
     if static_shape(x_shape):
-        reshape_to(e, operand(e, 0), k.resolve(k.target, x_shape), out=e.output())
+        reshape_to(e, e.input(0), k.resolve(k.target, x_shape), out=e.output())
         return
     target = list(k.target)
     if -1 in target and any(d == 0 and (i >= len(x_shape) or x_shape[i] in (0, DYNAMIC))
                             for i, d in enumerate(target)):
         raise NotLowerable("a copied dimension that may be 0 next to -1")
-    e.op("Reshape", [operand(e, 0), e.int64s(target, "shape")], out=e.output())
+    e.op("Reshape", [e.input(0), e.int64s(target, "shape")], out=e.output())
 
 
 @lowers(na.NODE_TYPE_FLATTEN)
@@ -80,6 +64,6 @@ def flatten(k: Kernel, e: NodeEmitter) -> None:
     require_moved(e)
     x_shape = e.spec(0).shape
     if static_shape(x_shape):
-        reshape_to(e, operand(e, 0), k.infer_shapes([x_shape])[0], out=e.output())
+        reshape_to(e, e.input(0), k.infer_shapes([x_shape])[0], out=e.output())
         return
-    e.op("Flatten", [operand(e, 0)], out=e.output(), axis=k.axis)
+    e.op("Flatten", [e.input(0)], out=e.output(), axis=k.axis)

@@ -19,7 +19,7 @@ from .....protos import node_attrs_pb2 as na
 from .....server.graph import DYNAMIC
 from ...kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers, onnx_dtype
-from .lower_reshape import require_moved, scalar
+from .lower_reshape import require_moved
 
 
 @lowers(na.NODE_TYPE_RESIZE)
@@ -56,5 +56,5 @@ def resize(k: Kernel, e: NodeEmitter) -> None:
         e.op("Cast", [y], out=e.output(), to=onnx_dtype(dtype))
     else:
         info = np.iinfo(dtype)
-        y = e.op("Clip", [e.op("Round", [y]), scalar(e, info.min, work), scalar(e, info.max, work)])
+        y = e.op("Clip", [e.op("Round", [y]), e.const(info.min, work), e.const(info.max, work)])
         e.op("Cast", [y], out=e.output(), to=onnx_dtype(dtype))

@@ -15,7 +15,7 @@ from .....protos import node_attrs_pb2 as na
 from .....server.graph import DYNAMIC
 from ...kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
-from .lower_reshape import operand, require_moved
+from .lower_reshape import require_moved
 
 BEFORE_FIRST = -(2 ** 62)  # an ONNX end that clamps to "before the first element"
 
@@ -42,7 +42,7 @@ def slice_fusion(k: Kernel, e: NodeEmitter) -> None:
     bounds = k.bounds(x_shape, k.begin, k.size)
     cuts = [(a, bounds[a][0], bounds[a][0] + bounds[a][1], 1) for a in k.axes
             if bounds[a] != (0, x_shape[a])]
-    emit_slice(e, operand(e, 0), cuts, out=e.output())
+    emit_slice(e, e.input(0), cuts, out=e.output())
 
 
 @lowers(na.NODE_TYPE_STRIDED_SLICE)
@@ -72,7 +72,7 @@ def strided_slice(k: Kernel, e: NodeEmitter) -> None:
         end = start + step * count
         cuts.append((axis, start, end if end >= 0 else BEFORE_FIRST, step))
     new_axes = [i for i, f in enumerate(k.final) if f < 0]
-    y = emit_slice(e, operand(e, 0), cuts, out=None if shrunk or new_axes else e.output())
+    y = emit_slice(e, e.input(0), cuts, out=None if shrunk or new_axes else e.output())
     if shrunk:
         y = e.op("Squeeze", [y, e.int64s(shrunk, "axes")], out=None if new_axes else e.output())
     if new_axes:

@@ -11,13 +11,13 @@ from __future__ import annotations
 from .....protos import node_attrs_pb2 as na
 from ...kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
-from .lower_reshape import operand, require_moved
+from .lower_reshape import require_moved
 
 
 @lowers(na.NODE_TYPE_SQUEEZE)
 def squeeze(k: Kernel, e: NodeEmitter) -> None:
     require_moved(e)
-    inputs = [operand(e, 0)]
+    inputs = [e.input(0)]
     if k.axes is not None:
         inputs.append(e.int64s(k.axes, "axes"))
     e.op("Squeeze", inputs, out=e.output())
@@ -26,7 +26,7 @@ def squeeze(k: Kernel, e: NodeEmitter) -> None:
 @lowers(na.NODE_TYPE_UNSQUEEZE)
 def unsqueeze(k: Kernel, e: NodeEmitter) -> None:
     require_moved(e)
-    e.op("Unsqueeze", [operand(e, 0), e.int64s(k.axes, "axes")], out=e.output())
+    e.op("Unsqueeze", [e.input(0), e.int64s(k.axes, "axes")], out=e.output())
 
 
 @lowers(na.NODE_TYPE_EXPAND_DIMS)
@@ -34,4 +34,4 @@ def expand_dims(k: Kernel, e: NodeEmitter) -> None:
     require_moved(e)
     if k.axis is None:
         raise NotLowerable("a run-time axis")
-    e.op("Unsqueeze", [operand(e, 0), e.int64s([k.axis], "axes")], out=e.output())
+    e.op("Unsqueeze", [e.input(0), e.int64s([k.axis], "axes")], out=e.output())

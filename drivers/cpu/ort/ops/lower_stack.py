@@ -10,14 +10,14 @@ from .....protos import node_attrs_pb2 as na
 from .....server.graph import DYNAMIC
 from ...kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
-from .lower_reshape import MOVED, operand, require_moved
+from .lower_reshape import MOVED, require_moved
 
 
 @lowers(na.NODE_TYPE_STACK)
 def stack(k: Kernel, e: NodeEmitter) -> None:
     e.require_dtypes(MOVED)
     axes = e.int64s([k.axis], "axes")
-    parts = [e.op("Unsqueeze", [operand(e, i), axes]) for i in range(len(e.node.inputs))]
+    parts = [e.op("Unsqueeze", [e.input(i), axes]) for i in range(len(e.node.inputs))]
     e.op("Concat", parts, out=e.output(), axis=k.axis)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from .....protos import node_attrs_pb2 as na
 from ...kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
-from .lower_reshape import operand, require_moved
+from .lower_reshape import require_moved
 
 
 @lowers(na.NODE_TYPE_TILE_FUSION)
@@ -23,7 +23,7 @@ def tile(k: Kernel, e: NodeEmitter) -> None:
     require_moved(e)
     if k.multiples is None:
         raise NotLowerable("run-time multiples")
-    x = operand(e, 0)
+    x = e.input(0)
     extra = k.out_rank - k.in_rank
     if extra:
         x = e.op("Unsqueeze", [x, e.int64s(range(extra), "axes")])
@@ -40,4 +40,4 @@ def broadcast_to(k: Kernel, e: NodeEmitter) -> None:
     if k.target is None:
         raise NotLowerable("a run-time target shape")
     target = [1 if d == -1 else d for d in k.target]
-    e.op("Expand", [operand(e, 0), e.int64s(target, "shape")], out=e.output())
+    e.op("Expand", [e.input(0), e.int64s(target, "shape")], out=e.output())

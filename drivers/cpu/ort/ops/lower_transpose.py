@@ -6,7 +6,7 @@ from __future__ import annotations
 from .....protos import node_attrs_pb2 as na
 from ...kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
-from .lower_reshape import operand, require_moved
+from .lower_reshape import require_moved
 
 
 @lowers(na.NODE_TYPE_TRANSPOSE)
@@ -15,6 +15,6 @@ def transpose(k: Kernel, e: NodeEmitter) -> None:
     if k.perm is None:
         raise NotLowerable("a run-time perm")
     if k.perm == tuple(range(len(k.perm))):  # rank 0 included (ONNX wants a non-empty perm)
-        e.op("Identity", [operand(e, 0)], out=e.output())
+        e.op("Identity", [e.input(0)], out=e.output())
         return
-    e.op("Transpose", [operand(e, 0)], out=e.output(), perm=list(k.perm))
+    e.op("Transpose", [e.input(0)], out=e.output(), perm=list(k.perm))

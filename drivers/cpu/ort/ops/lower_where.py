@@ -17,7 +17,6 @@ import numpy as np
 from .....protos import node_attrs_pb2 as na
 from ...kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers, onnx_dtype
-from .lower_reshape import operand
 
 CHOSEN = frozenset(np.dtype(t) for t in (np.int8, np.int32, np.int64, np.uint8, np.uint32,
                                          np.float32, np.float64))
@@ -27,7 +26,7 @@ WIDENED = {np.dtype(np.bool_): np.dtype(np.uint8), np.dtype(np.int16): np.dtype(
 
 @lowers(na.NODE_TYPE_WHERE, na.NODE_TYPE_SELECT)
 def where(k: Kernel, e: NodeEmitter) -> None:
-    cond = operand(e, 0)
+    cond = e.input(0)
     if k.coordinates:
         if not e.spec(0).shape:
             raise NotLowerable("coordinates of a rank-0 condition")
@@ -43,7 +42,7 @@ def where(k: Kernel, e: NodeEmitter) -> None:
     e.require_dtypes(CHOSEN | set(WIDENED), *e.node.inputs[1:], *e.node.outputs)
     if k.by_rows:
         cond = e.op("Unsqueeze", [cond, e.int64s(range(1, 1 + len(k.pad)), "axes")])
-    values = [operand(e, 1), operand(e, 2)]
+    values = [e.input(1), e.input(2)]
     if wide is None:
         e.op("Where", [cond, *values], out=e.output())
         return
