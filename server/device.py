@@ -95,6 +95,9 @@ class Device(ABC):
     version: str  # driver version; part of the device identity
     device_type: int  # HDI DeviceType code
     capabilities: Capabilities = Capabilities()
+    # Runs that may compute at once (server/run_scheduler.py); None: no limit. A device
+    # whose every run already uses all the cores it may sets a budget.
+    concurrent_runs: int | None = None
 
     def status(self) -> int:
         """HDI DeviceStatus code."""

@@ -21,7 +21,8 @@ into their windows once. No tensor byte passes through a protobuf message.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
@@ -138,8 +139,10 @@ def _check_fit(model_outputs: Sequence[TensorSpec], outputs: Sequence[ht.IOTenso
 
 
 def execute(entry: PreparedEntry, inputs: Sequence[ht.IOTensor], outputs: Sequence[ht.IOTensor],
-            table: BufferTable, cancelled: CancelCheck) -> list[list[int]]:
-    """Check and run one request; returns outputDims."""
+            table: BufferTable, cancelled: CancelCheck,
+            admit: Callable[[], AbstractContextManager] = nullcontext) -> list[list[int]]:
+    """Check and run one request; returns outputDims. `admit()` is entered around the
+    computation alone, after every check (the device's run scheduler)."""
     shapes = check_request(entry, inputs, outputs)
     model = entry.model
     ids = [io.data.bufferId for io in inputs] + [io.data.bufferId for io in outputs]
@@ -154,10 +157,12 @@ def execute(entry: PreparedEntry, inputs: Sequence[ht.IOTensor], outputs: Sequen
                 targets = [region.array(io.data.offset, spec.dtype, math.prod(shape))
                            .reshape(shape) for spec, io, shape, region
                            in zip(model.outputs, outputs, static, regions[len(inputs):])]
-                model.run_into(views, targets, cancelled)
+                with admit():
+                    model.run_into(views, targets, cancelled)
                 del targets, views
                 return [list(s) for s in static]
-        results = model.run(views, cancelled)
+        with admit():
+            results = model.run(views, cancelled)
         del views
         if len(results) != len(model.outputs):
             raise DriverError(NNRT_FAILED, f"device returned {len(results)} outputs")

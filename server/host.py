@@ -40,6 +40,7 @@ from nnrt.protos import admin_pb2_grpc, hdi_pb2, hdi_pb2_grpc
 from nnrt.server import admin
 from nnrt.server.device import Device
 from nnrt.server.faults import FaultInjection
+from nnrt.server.run_scheduler import RunScheduler
 from nnrt.server.runtime_dir import (UnsafeRuntimeDir, ensure_runtime_dir, grpc_socket,
                                      session_socket, stale_socket)
 from nnrt.server.servicers import DeviceServicer, PreparedModelServicer
@@ -123,7 +124,8 @@ class DriverHost:
         )
         hdi_pb2_grpc.add_INnrtDeviceServicer_to_server(
             DeviceServicer(self.device, self.sessions, self.faults), server)
-        prepared = PreparedModelServicer(self.sessions, self.faults, self.stats)
+        prepared = PreparedModelServicer(self.sessions, self.faults, self.stats,
+                                         RunScheduler(self.device.concurrent_runs))
         hdi_pb2_grpc.add_IPreparedModelServicer_to_server(prepared, server)
         admin_pb2_grpc.add_NnrtAdminServicer_to_server(
             admin.AdminServicer(self.device, self.name, self.sessions, self.faults, self.stats,

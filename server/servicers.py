@@ -18,6 +18,7 @@ from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_pb2_grpc as rpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import execution
+from nnrt.server.run_scheduler import RunScheduler
 from nnrt.server.buffers import SharedRegion
 from nnrt.server.device import Device, PreparedModel
 from nnrt.server.errors import (
@@ -243,10 +244,11 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
 
 class PreparedModelServicer(rpc.IPreparedModelServicer):
     def __init__(self, sessions: SessionRegistry, faults: FaultInjection,
-                 stats: RunStats | None = None) -> None:
+                 stats: RunStats | None = None, scheduler: RunScheduler | None = None) -> None:
         self.sessions = sessions
         self.faults = faults
         self.stats = stats or RunStats()
+        self.scheduler = scheduler or RunScheduler(None)
 
     @hdi_method(pb.VersionReply)
     def GetVersion(self, request, context, session):
@@ -327,7 +329,7 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
 
             self.faults.on_run(cancelled)
             dims = execution.execute(entry, request.inputs, request.outputs, session.buffers,
-                                     cancelled)
+                                     cancelled, lambda: self.scheduler.slot(session.id, cancelled))
             reply = pb.RunReply(outputDims=[ht.Int32Array(values=d) for d in dims])
         except Exception as exc:
             reply = _refusal("Run", f"session {session.id}", exc, pb.RunReply)

@@ -141,6 +141,9 @@ class CpuDevice(Device):
             from nnrt.drivers.cpu.ort import engine as ort_engine
 
             self.threads = ort_engine.configure_threads(threads)
+            # Concurrent runs times intra-op threads never exceed the cores (the host queues
+            # the rest, sessions in turn): oversubscribed cores made 8 clients slower than 1.
+            self.concurrent_runs = max(1, ort_engine.usable_cores() // self.threads)
         self._lock = threading.Lock()
         self._nodes = [0, 0]  # nodes of live prepared models on onnxruntime, on numpy
         log.info("CPU engine: %s%s", engine,
@@ -162,6 +165,7 @@ class CpuDevice(Device):
         details = {"engine": self.engine}
         if self.threads:
             details["threads"] = str(self.threads)
+            details["concurrent runs"] = str(self.concurrent_runs)
             details["nodes on onnxruntime"] = str(ort_nodes)
         details["nodes on numpy"] = str(numpy_nodes)
         return details
