@@ -70,11 +70,14 @@ def test_devices_and_status_of_a_driver_without_devmgr(driver, capsys):
         (device,) = listing["devices"]
         assert set(device) == DEVICE_KEYS
         assert device["id"] == expected_id  # the stable ID of client/devices.py
-        assert device | {"uptime_seconds": None} == {
+        assert device | {"uptime_seconds": None, "details": None} == {
             "id": expected_id, "name": "nnrt-cpu_nnrt_v2_1", "driver": "cpu", "kind": "cpu",
             "device_name": "nnrt-cpu", "vendor": "nnrt", "type": "CPU", "status": "available",
             "hdi_version": "2.1", "pid": driver.pid, "uptime_seconds": None,
-            "restarts": None, "managed": False, "details": {}}  # a CPU device has none
+            "restarts": None, "managed": False, "details": None}
+        # the CPU device's details: its engine and what runs on it
+        assert device["details"]["engine"] in ("ort", "numpy")
+        assert device["details"]["nodes on numpy"] == "0"
         assert device["uptime_seconds"] > 0  # from the driver's admin GetStatus
 
         code, out, _ = nnrt(capsys, "status", "--runtime-dir", rt, "--json")
