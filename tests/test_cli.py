@@ -77,7 +77,7 @@ def test_devices_and_status_of_a_driver_without_devmgr(driver, capsys):
             "restarts": None, "managed": False, "details": None}
         # the CPU device's details: its engine and what runs on it
         assert device["details"]["engine"] in ("ort", "numpy")
-        assert device["details"]["nodes on numpy"] == "0"
+        assert device["details"]["nodes_numpy"] == "0"
         assert device["uptime_seconds"] > 0  # from the driver's admin GetStatus
 
         code, out, _ = nnrt(capsys, "status", "--runtime-dir", rt, "--json")
@@ -101,7 +101,8 @@ def test_devices_and_status_of_a_driver_without_devmgr(driver, capsys):
         assert f"cpu session {ours[0]['session_id']} (pid {os.getpid()}): 1 buffer, 4.0 KiB" in out
         code, out, _ = nnrt(capsys, "devices", "--runtime-dir", rt)
         assert code == 0
-        header, row = out.splitlines()
+        header, row, *details = out.splitlines()
+        assert len(details) == 1 and details[0].startswith("  cpu: engine ")
         assert header.split()[:3] == ["ID", "NAME", "DRIVER"]
         assert row.split()[:7] == [str(expected_id), "nnrt-cpu_nnrt_v2_1", "cpu", "nnrt", "CPU",
                                    "available", "2.1"]

@@ -109,7 +109,7 @@ def test_the_cpu_driver_runs_within_its_core_budget(tmp_path):
     driver = start_driver(tmp_path / "rt", "cpu", "--threads", "1")
     try:
         details = admin_details(driver)
-        assert int(details["concurrent runs"]) * int(details["threads"]) <= \
+        assert int(details["concurrent_runs"]) * int(details["threads"]) <= \
             len(os.sched_getaffinity(0))
         builder, reference = mlp(3, (12, 24, 6))
         x = f32(3, 12)

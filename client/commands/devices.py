@@ -83,7 +83,11 @@ _SHOWN_DETAILS = (("opencl_platform", "platform {}"), ("opencl_device", "device 
                   ("spec_identity", "spec {}"), ("int8_throughput", "int8 {}"),
                   ("fp16_throughput", "fp16 {}"), ("device_memory", "{} device memory"),
                   ("memory_used_bytes", "{} bytes in use"),
-                  ("sim_utilisation", "utilisation {}"))
+                  ("sim_utilisation", "utilisation {}"),
+                  ("engine", "engine {}"), ("threads", "{} threads"),
+                  ("concurrent_runs", "{} run(s) at once"),
+                  ("nodes_onnxruntime", "{} nodes on onnxruntime"),
+                  ("nodes_numpy", "{} on numpy"))
 
 
 def _detail_words(details: dict[str, str]) -> list[str]:

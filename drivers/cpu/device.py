@@ -165,9 +165,9 @@ class CpuDevice(Device):
         details = {"engine": self.engine}
         if self.threads:
             details["threads"] = str(self.threads)
-            details["concurrent runs"] = str(self.concurrent_runs)
-            details["nodes on onnxruntime"] = str(ort_nodes)
-        details["nodes on numpy"] = str(numpy_nodes)
+            details["concurrent_runs"] = str(self.concurrent_runs)
+            details["nodes_onnxruntime"] = str(ort_nodes)
+        details["nodes_numpy"] = str(numpy_nodes)
         return details
 
     def supported_operations(self, graph: Graph) -> list[bool]:

@@ -225,20 +225,20 @@ def test_a_model_with_numpy_nodes_does_not_write_into_outputs():
 def test_the_device_reports_its_engine_and_nodes_per_engine():
     device = CpuDevice()
     assert device.details()["engine"] == "ort"
-    before = int(device.details()["nodes on onnxruntime"])
+    before = int(device.details()["nodes_onnxruntime"])
     model = device.prepare(mlp_with_elu(), PrepareConfig())
     details = device.details()
-    assert int(details["nodes on onnxruntime"]) == before + 3
+    assert int(details["nodes_onnxruntime"]) == before + 3
     assert int(details["threads"]) >= 1
     model.close()
-    assert int(device.details()["nodes on onnxruntime"]) == before
+    assert int(device.details()["nodes_onnxruntime"]) == before
 
 
 def test_the_numpy_engine_runs_every_node_on_numpy():
     device = CpuDevice(engine="numpy")
     model = device.prepare(mlp_with_elu(), PrepareConfig())
     assert model.partition is None and not model.writes_into_outputs
-    assert device.details() == {"engine": "numpy", "nodes on numpy": "4"}
+    assert device.details() == {"engine": "numpy", "nodes_numpy": "4"}
     assert model.export_cache()[1:] == []  # the graph alone
     model.close()
 
