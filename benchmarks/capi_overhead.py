@@ -33,30 +33,7 @@ from nnrt.client.devices import registry
 from nnrt.client.embedded import EmbeddedDrivers
 from nnrt.client.hdi import DriverClient
 
-from _common import float32_desc, timed, u32  # benchmarks/_common.py (run as a script)
-
-
-def build_executor() -> capi.OH_NNExecutor:
-    """y = x + 1 on one float32 element, through the C API."""
-    model = capi.OH_NNModel_Construct()
-    for _ in range(3):
-        d = float32_desc([1])
-        assert capi.OH_NNModel_AddTensorToModel(model, d) == 0
-        capi.OH_NNTensorDesc_Destroy(d)
-    one = np.ones(1, np.float32)
-    assert capi.OH_NNModel_SetTensorData(model, 1, one, one.nbytes) == 0
-    assert capi.OH_NNModel_AddOperation(model, capi.OH_NN_OPS_ADD, u32([]), u32([0, 1]),
-                                        u32([2])) == 0
-    assert capi.OH_NNModel_SpecifyInputsAndOutputs(model, u32([0]), u32([2])) == 0
-    assert capi.OH_NNModel_Finish(model) == 0
-    compilation = capi.OH_NNCompilation_Construct(model)
-    assert capi.OH_NNCompilation_SetDevice(compilation, 0) == 0
-    assert capi.OH_NNCompilation_Build(compilation) == 0
-    executor = capi.OH_NNExecutor_Construct(compilation)
-    assert executor is not None
-    capi.OH_NNCompilation_Destroy(compilation)
-    capi.OH_NNModel_Destroy(model)
-    return executor
+from _common import add_one_executor, float32_desc, timed  # benchmarks/_common.py
 
 
 def main() -> int:
@@ -67,7 +44,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     with EmbeddedDrivers(["cpu"]) as directory:
         os.environ["NNRT_RUNTIME_DIR"] = str(directory)
-        executor = build_executor()
+        executor = add_one_executor()
         d = float32_desc([1])
         tin, tout = capi.OH_NNTensor_Create(0, d), capi.OH_NNTensor_Create(0, d)
         capi.OH_NNTensorDesc_Destroy(d)

@@ -7,7 +7,12 @@
 (b) Run of a 64 MiB Reshape model (inputs and outputs in shared memory), against one 64 MiB
     memcpy in this process, and against the same 64 MiB sent as protobuf bytes over gRPC.
 
-Targets (issue 2): (a) <= 1.3x the echo; (b) <= 1.5x the memcpy.
+(c) A tiny Run through the C API (OH_NNExecutor_RunSync of a one-element ADD) against a raw
+    ping-pong of 64 bytes between two Python processes over a Unix SOCK_SEQPACKET socket:
+    the floor any Python client/driver pair pays for a round trip.
+
+Targets: (a) <= 1.3x the echo; (b) <= 1.5x the memcpy (issue 2); (c) <= 8x the ping-pong
+(issue "The CPU driver at onnxruntime speed").
 
     python benchmarks/transport.py [--rounds 7] [--calls 500]
 """
@@ -16,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -26,13 +33,17 @@ from pathlib import Path
 import grpc
 import numpy as np
 
+from nnrt.client import capi
+from nnrt.client.devices import registry
 from nnrt.client.embedded import EmbeddedDrivers
 from nnrt.client.hdi import DriverClient
 from nnrt.client.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 
-from _common import timed  # benchmarks/_common.py (run as a script)
+from nnrt.server.runtime_dir import ENV as RUNTIME_ENV
+
+from _common import add_one_executor, float32_desc, timed  # benchmarks/_common.py
 
 BIG = 64 << 20
 _identity = lambda b: b  # noqa: E731  (raw bytes in and out: no message classes at all)
@@ -52,6 +63,30 @@ def serve_echo(path: str) -> None:
     server.start()
     print("ready", flush=True)
     server.wait_for_termination()
+
+
+def serve_pingpong(path: str) -> None:
+    """A bare Python process answering each 64-byte packet with the same packet."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(1)
+    print("ready", flush=True)
+    conn, _ = listener.accept()
+    while True:
+        data = conn.recv(128)
+        if not data:
+            return
+        conn.send(data)
+
+
+def start_pingpong(directory: Path) -> tuple[subprocess.Popen, socket.socket]:
+    path = directory / "pingpong.sock"
+    proc = subprocess.Popen([sys.executable, __file__, "--serve-pingpong", str(path)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.connect(str(path))
+    return proc, sock
 
 
 def start_echo(directory: Path) -> tuple[subprocess.Popen, grpc.Channel]:
@@ -76,13 +111,32 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=400, help="small calls per round")
     parser.add_argument("--big-calls", type=int, default=5, help="64 MiB calls per round")
     parser.add_argument("--serve-echo", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-pingpong", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_echo:
         serve_echo(args.serve_echo)
         return 0
+    if args.serve_pingpong:
+        serve_pingpong(args.serve_pingpong)
+        return 0
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedDrivers(["cpu"]) as directory:
         echo_proc, echo_channel = start_echo(Path(tmp))
+        pong_proc, pong = start_pingpong(Path(tmp))
+        ping = b"p" * 64
+
+        def pingpong():
+            pong.send(ping)
+            assert len(pong.recv(128)) == 64
+
+        os.environ[RUNTIME_ENV] = str(directory)
+        executor = add_one_executor()
+        d = float32_desc([1])
+        tin, tout = capi.OH_NNTensor_Create(0, d), capi.OH_NNTensor_Create(0, d)
+        capi.OH_NNTensorDesc_Destroy(d)
+
+        def run_capi():
+            assert capi.OH_NNExecutor_RunSync(executor, [tin], 1, [tout], 1) == 0
         echo = echo_channel.unary_unary("/bench.Echo/Echo", request_serializer=_identity,
                                         response_deserializer=_identity)
         client = DriverClient.connect("cpu", directory)
@@ -122,11 +176,13 @@ def main() -> int:
         def run_big():
             assert client.run(big_id, big_in, big_out).returnCode == 0
 
-        for fn in (run_small, run_big, lambda: echo(b""), lambda: np.copyto(dst, src)):
+        for fn in (run_small, run_big, lambda: echo(b""), lambda: np.copyto(dst, src),
+                   pingpong, run_capi):
             fn()  # warm up: connections, page faults of both mappings
         assert bym.array(np.float32, [n])[-1] == n - 1
 
-        rows = {"run1": [], "run1grpc": [], "echo": [], "run64": [], "memcpy": [], "proto64": []}
+        rows = {"run1": [], "run1grpc": [], "echo": [], "run64": [], "memcpy": [], "proto64": [],
+                "pingpong": [], "capi": []}
         for _ in range(args.rounds):  # interleaved rounds: the machine's noise hits all alike
             rows["run1"].append(timed(run_small, args.calls))
             rows["run1grpc"].append(timed(run_small_grpc, args.calls))
@@ -134,8 +190,16 @@ def main() -> int:
             rows["run64"].append(timed(run_big, args.big_calls))
             rows["memcpy"].append(timed(lambda: np.copyto(dst, src), args.big_calls))
             rows["proto64"].append(timed(lambda: echo(payload), args.big_calls))
+            rows["pingpong"].append(timed(pingpong, args.calls))
+            rows["capi"].append(timed(run_capi, args.calls))
         med = {k: statistics.median(v) for k, v in rows.items()}
 
+        capi.OH_NNTensor_Destroy(tin)
+        capi.OH_NNTensor_Destroy(tout)
+        capi.OH_NNExecutor_Destroy(executor)
+        registry().close()
+        pong.close()
+        pong_proc.wait(10)
         client.close()
         echo_channel.close()
         echo_proc.kill()
@@ -152,6 +216,10 @@ def main() -> int:
           f"{med['run64'] / med['memcpy']:.2f}  (target <= 1.5)")
     print(f"{'(b) 64 MiB as protobuf bytes over gRPC':44s} {med['proto64'] * 1e3:9.2f} ms  "
           f"{med['proto64'] / med['memcpy']:.2f}")
+    print(f"{'(c) ping-pong, 64 bytes, two Python processes':44s} {med['pingpong'] * 1e6:9.1f} us  "
+          f"1.00")
+    print(f"{'(c) tiny Run, OH_NNExecutor_RunSync':44s} {med['capi'] * 1e6:9.1f} us  "
+          f"{med['capi'] / med['pingpong']:.2f}  (target <= 8)")
     return 0
 
 
