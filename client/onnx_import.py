@@ -1799,7 +1799,7 @@ def _flatten(im: _Importer, node: Any, a: _Attrs) -> None:
     if not -rank <= axis <= rank:
         raise OnnxImportError(f"axis {axis} is outside [-{rank}, {rank}]", node)
     target = _reshape_target(im.shape(node.output[0], node))
-    if target is not None:  # a Reshape (which a quantised model can also quantise)
+    if target is not None and im.plan is not None:  # a Reshape, which the C API quantises
         im.op(node, "RESHAPE", [im.view(x), np.asarray(target, np.int64)], node.output[0],
               None)
         return

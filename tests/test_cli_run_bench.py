@@ -303,11 +303,11 @@ def test_run_npz_inputs_and_outputs(shared_driver, saved, tmp_path):
     (tmp_path / "outdir.npz").mkdir()
     cases = [
         (("-i", tmp_path / "wrong.npz"),
-         r"wrong.npz holds arrays \['x', 'y'\]: the model's inputs are 'a' float32 \[2, 3\]; "
-         r"'b' float32 \[2, 3\]; name the arrays \['a', 'b'\] \(missing: \['a', 'b'\], not "
-         r"inputs: \['x', 'y'\]\), or arr_0.. in that order"),
-        (("-i", tmp_path / "extra.npz"), r"extra.npz holds arrays that are not inputs of the "
-                                         r"model: \['c'\] \(its inputs: \['a', 'b'\]\)"),
+         (r"wrong.npz holds arrays \['x', 'y'\]: the model's inputs are 'a' float32 \[2, 3\]; "
+          r"'b' float32 \[2, 3\]; name the arrays \['a', 'b'\] \(missing: \['a', 'b'\], not "
+          r"inputs: \['x', 'y'\]\), or arr_0.. in that order")),
+        (("-i", tmp_path / "extra.npz"), (r"extra.npz holds arrays that are not inputs of the "
+                                          r"model: \['c'\] \(its inputs: \['a', 'b'\]\)")),
         (("-i", tmp_path / "one.npz"), r"one.npz holds arrays \['arr_0'\]"),
         (("-i", tmp_path / "a.npy", "-i", tmp_path / "named.npz"),
          r"named.npz is an .npz archive: give it alone"),

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from nnrt.client import InferenceSession, Model
 from nnrt.client.onnx_import import OnnxImportError, import_onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from tests.capi.util_capi import use_runtime
 from tests.conftest import start_driver
@@ -528,8 +528,10 @@ def test_qdq_matmul_of_two_quantised_tensors(runtime):
         assert quantised_nodes(imported) == ["Matmul"]
 
 
-def _qdq_one(q_attrs=None, scale=np.float32(0.1), zero=np.int8(0), op="QuantizeLinear",
-             opset=17, x_dtype=np.float32, scale_input=False):
+def _qdq_one(q_attrs=None, scale=None, zero=None, op="QuantizeLinear", opset=17,
+             x_dtype=np.float32, scale_input=False):
+    scale = np.float32(0.1) if scale is None else scale
+    zero = np.int8(0) if zero is None else zero
     x = np.ones((2, 3), x_dtype)
     inits = {"z": zero}
     inputs = {"x": x}
@@ -542,10 +544,10 @@ def _qdq_one(q_attrs=None, scale=np.float32(0.1), zero=np.int8(0), op="QuantizeL
 
 
 @pytest.mark.parametrize("build, pattern", [
-    (lambda: _qdq_one(scale_input=True), r"'the_q' \(QuantizeLinear\): scale and zero point "
-                                         r"must be constants"),
-    (lambda: _qdq_one(zero=np.int16(0), opset=21), r"'the_q' \(QuantizeLinear\): quantised "
-                                                   r"type int16: OH_NN quantises to int8"),
+    (lambda: _qdq_one(scale_input=True),
+     r"'the_q' \(QuantizeLinear\): scale and zero point must be constants"),
+    (lambda: _qdq_one(zero=np.int16(0), opset=21),
+     r"'the_q' \(QuantizeLinear\): quantised type int16: OH_NN quantises to int8"),
     (lambda: _qdq_one(q_attrs={"block_size": 1}, scale=np.full((2, 3), 0.1, np.float32),
                       zero=np.zeros((2, 3), np.int8), opset=21),
      r"'the_q' \(QuantizeLinear\): blocked quantisation"),
