@@ -159,3 +159,66 @@ def test_cases_that_stay_on_numpy_say_why() -> None:
                       (tensor_spec(1, np.int8, (1, 1, 1, 2)),)), "whole-plane")):
         part = engine.partition(node_graph(node), {0: create_kernel(node)})
         assert not part.segments and why in part.reasons[0], part.reasons
+
+
+def lstm_graph(seq, batch, hidden, dirs=1, layers=1, seed=0, zoneout=0.0,
+               dynamic=False) -> tuple[Graph, list[np.ndarray]]:
+    """x → LSTM (constant weights) → Tanh of y; outputs tanh(y), hN, cN. Inputs x, h0, c0."""
+    b = Builder()
+    width, k = dirs * hidden, dirs * layers
+    x = b.tensor(np.float32, (-1, -1, width) if dynamic else (seq, batch, width))
+    weights = [b.tensor(np.float32, shape, randn(*shape, seed=seed + i) * np.float32(0.5))
+               for i, shape in enumerate([(k, 4 * hidden, width), (k, 4 * hidden, hidden),
+                                          (k, 8 * hidden)], 1)]
+    states = [b.tensor(np.float32, (k, -1 if dynamic else batch, hidden)) for _ in range(2)]
+    outs = [b.tensor(np.float32, (-1 if dynamic else seq, -1 if dynamic else batch, width))] + [
+        b.tensor(np.float32, (k, -1 if dynamic else batch, hidden)) for _ in range(2)]
+    b.nodes.append(NodeSpec(index=0, name="lstm", node_type=na.NODE_TYPE_LSTM,
+                            attrs=na.LSTM(bidirectional=dirs == 2, hasBias=True,
+                                          numLayers=layers, zoneoutCell=zoneout),
+                            inputs=(x, *weights, *states), outputs=tuple(outs)))
+    y = b.node(na.NODE_TYPE_ACTIVATION, na.Activation(activationType=ht.ACTIVATION_TYPE_TANH),
+               [outs[0]], outs[0].shape)
+    graph = b.graph([x, *states], [y, outs[1], outs[2]])
+    arrays = [randn(seq, batch, width, seed=seed + 10), randn(k, batch, hidden, seed=seed + 11),
+              randn(k, batch, hidden, seed=seed + 12)]
+    return graph, arrays
+
+
+def test_lstm_lowers_into_one_segment_and_matches_numpy() -> None:
+    """A two-layer bidirectional LSTM and the activation after it: one onnxruntime session
+    (the gate blocks re-ordered to ONNX's i, o, f, c), the numpy engine's y, hN and cN."""
+    for dirs, layers in ((1, 1), (2, 2), (1, 3)):
+        graph, arrays = lstm_graph(6, 3, 4, dirs, layers, seed=dirs + layers)
+        part, got, want = run_both(graph, arrays)
+        assert part.single_segment is not None, part.describe()
+        assert part.ort_nodes == 2 and not part.reasons
+        assert_agree(got, want)
+
+
+def test_lstm_dynamic_sequence_and_batch_and_nan_as_on_numpy() -> None:
+    """DYNAMIC seq and batch (also 0 of either at run time), and a NaN in x or c0: ours
+    propagates it along the sequence (onnxruntime's LSTM alone would not)."""
+    graph, arrays = lstm_graph(5, 2, 3, dirs=2, layers=2, seed=3, dynamic=True)
+    kernels = {i: create_kernel(n) for i, n in enumerate(graph.nodes)}
+    part = engine.partition(graph, kernels)
+    assert part.single_segment is not None, part.describe()
+    ort_plan = ExecutionPlan(graph, partitioner=lambda g, k: engine.units_with_tensors(part, g))
+    numpy_plan = ExecutionPlan(graph)
+    x, h0, c0 = arrays
+    x_nan = x.copy()
+    x_nan[2, 1, 0] = np.nan
+    c0_nan = c0.copy()
+    c0_nan[1, 0, 2] = np.nan
+    cases = [arrays, [x[:0], h0, c0], [x[:, :0], h0[:, :0], c0[:, :0]], [x_nan, h0, c0],
+             [x, h0, c0_nan]]
+    for case in cases:
+        got, want = ort_plan.run(case, never), numpy_plan.run(case, never)
+        assert_agree(got, want)
+    assert np.isnan(want[0]).any() and not np.isnan(want[0]).all()  # the c0 NaN: one row
+
+
+def test_lstm_cases_that_stay_on_numpy_say_why() -> None:
+    graph, _ = lstm_graph(4, 2, 3, zoneout=0.25)
+    part = engine.partition(graph, {i: create_kernel(n) for i, n in enumerate(graph.nodes)})
+    assert "zoneout" in part.reasons[0] and part.ort_nodes == 1
