@@ -47,6 +47,9 @@ from nnrt.server.graph import TensorSpec
 from nnrt.server.sessions import PreparedEntry
 
 
+MAX_CHECKED_REQUESTS = 64  # per prepared model
+
+
 class InsufficientBuffer(DriverError):
     """An output window is too small; carries the true output shapes for outputDims."""
 
@@ -140,10 +143,17 @@ def _check_fit(model_outputs: Sequence[TensorSpec], outputs: Sequence[ht.IOTenso
 
 def execute(entry: PreparedEntry, inputs: Sequence[ht.IOTensor], outputs: Sequence[ht.IOTensor],
             table: BufferTable, cancelled: CancelCheck,
-            admit: Callable[[], AbstractContextManager] = nullcontext) -> list[list[int]]:
+            admit: Callable[[], AbstractContextManager] = nullcontext,
+            request_key: bytes | None = None) -> list[list[int]]:
     """Check and run one request; returns outputDims. `admit()` is entered around the
-    computation alone, after every check (the device's run scheduler)."""
-    shapes = check_request(entry, inputs, outputs)
+    computation alone, after every check (the device's run scheduler). `request_key`: the
+    serialized request, under which its checked shapes are kept for the next identical
+    request (PreparedEntry.checked_requests)."""
+    shapes = entry.checked_requests.get(request_key) if request_key is not None else None
+    if shapes is None:
+        shapes = check_request(entry, inputs, outputs)
+        if request_key is not None and len(entry.checked_requests) < MAX_CHECKED_REQUESTS:
+            entry.checked_requests[request_key] = shapes
     model = entry.model
     ids = [io.data.bufferId for io in inputs] + [io.data.bufferId for io in outputs]
     with table.borrow(ids) as regions:

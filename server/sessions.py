@@ -72,6 +72,11 @@ class PreparedEntry:
     max_dims: list[list[int]]
     static_output_shapes: list[tuple[int, ...]] | None
     cache: list[int] = field(default_factory=list)  # buffer ids of exported cache blobs
+    # Run requests already checked (execution.check_request is a pure function of the entry
+    # and the request): serialized RunRequest -> input shapes. A client that runs the same
+    # tensors again sends the same bytes; bounded, first come first kept.
+    checked_requests: dict[bytes, list[tuple[int, ...]]] = field(default_factory=dict)
+    success_reply: bytes | None = None  # the serialized RunReply of a run with static shapes
 
 
 class Session:

@@ -62,8 +62,21 @@ class CpuPreparedModel(PreparedModel):
         self.output_casts = [None if s.dtype == p.dtype else s.dtype
                              for s, p in zip(self.outputs, self.plan.graph.outputs)]
         self.segment = None if self.partition is None else self.partition.single_segment
-        self.writes_into_outputs = (self.segment is not None
-                                    and not any(self.input_casts + self.output_casts))
+        # The session's output of each model output, when it writes every one (a model
+        # output may also be a model input, a constant, or the same tensor twice).
+        self.output_positions: list[int] | None = None
+        self.input_positions: list[int] = []
+        if self.segment is not None and not any(self.input_casts + self.output_casts):
+            ids = [t.index for t in self.plan.graph.outputs]
+            if len(set(ids)) == len(ids) and set(ids) <= set(self.segment.output_ids):
+                self.output_positions = [self.segment.output_ids.index(i) for i in ids]
+            model_inputs = [t.index for t in self.plan.graph.inputs]
+            if set(self.segment.input_ids) <= set(model_inputs):
+                # the model input each session input is (in the session's order)
+                self.input_positions = [model_inputs.index(i) for i in self.segment.input_ids]
+            else:
+                self.output_positions = None
+        self.writes_into_outputs = self.output_positions is not None
         self.node_counts = (0, len(graph.nodes)) if self.partition is None else \
             (self.partition.ort_nodes, self.partition.numpy_nodes)
         device.count_nodes(self.node_counts, +1)
@@ -100,11 +113,17 @@ class CpuPreparedModel(PreparedModel):
         """The whole model is one onnxruntime session: its outputs land in `targets`."""
         if cancelled():
             raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
+        positions = self.output_positions
+        inputs = [inputs[p] for p in self.input_positions]
         if sum(t.nbytes for t in targets) >= _BIND_OUTPUTS_FROM_BYTES:
-            self.segment.run_into(inputs, targets)
+            by_position = [None] * len(self.segment.output_ids)
+            for position, target in zip(positions, targets):
+                by_position[position] = target
+            self.segment.run_into(inputs, by_position)
             return
-        for target, result in zip(targets, self.segment.execute(inputs)):
-            np.copyto(target, result, casting="no")
+        results = self.segment.execute(inputs)
+        for position, target in zip(positions, targets):
+            np.copyto(target, results[position], casting="no")
 
     def export_cache(self) -> list[bytes]:
         # The validated graph (the precision mode comes from the config of the import), and

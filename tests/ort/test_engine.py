@@ -280,3 +280,24 @@ def test_bad_engine_options_are_refused_at_start(args, message, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "nnrt.server", *args, "--runtime-dir",
                            str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and message in proc.stderr
+
+
+def test_run_into_maps_inputs_and_outputs_by_tensor_not_by_position():
+    # The session reads y before x and writes its outputs in its own order; the model
+    # lists them otherwise, and one output twice is not bound.
+    g = GraphBuilder()
+    x, y = g.tensor((2, 3)), g.tensor((2, 3))
+    d = g.node(na.NODE_TYPE_SUB_FUSION, na.SubFusion(), [y, x], (2, 3))
+    s = g.node(na.NODE_TYPE_ADD_FUSION, na.AddFusion(), [d, x], (2, 3))
+    graph = g.graph([x, y], [s, d])
+    model = CpuDevice().prepare(graph, PrepareConfig())
+    assert model.writes_into_outputs
+    xv, yv = randn(2, 3, seed=1), randn(2, 3, seed=2)
+    targets = [np.empty((2, 3), np.float32) for _ in range(2)]
+    model.run_into([xv, yv], targets, NEVER)
+    np.testing.assert_allclose(targets[1], yv - xv, rtol=1e-6)
+    np.testing.assert_allclose(targets[0], yv - xv + xv, rtol=1e-6)
+    model.close()
+    twice = CpuDevice().prepare(g.graph([x, y], [s, s]), PrepareConfig())
+    assert not twice.writes_into_outputs  # the plan path copies the same result twice
+    twice.close()

@@ -155,8 +155,10 @@ class OrtSegment:
             log.error("%s failed: %s", self.label, exc)
             raise DriverError(NNRT_FAILED, f"{self.label} failed: {exc}") from None
 
-    def run_into(self, inputs: Sequence[np.ndarray], targets: Sequence[np.ndarray]) -> None:
-        """Outputs written by onnxruntime straight into `targets` (contiguous, shaped)."""
+    def run_into(self, inputs: Sequence[np.ndarray],
+                 targets: Sequence[np.ndarray | None]) -> None:
+        """Outputs written by onnxruntime straight into `targets` (contiguous, shaped; per
+        session output, None: an output nobody reads, left to onnxruntime)."""
         binding = self.session.io_binding()
         keep = []
         for name, array in zip(self.input_names, inputs):
@@ -164,7 +166,11 @@ class OrtSegment:
             keep.append(array)
             binding.bind_input(name, "cpu", 0, array.dtype, array.shape, array.ctypes.data)
         for name, target in zip(self.output_names, targets):
-            binding.bind_output(name, "cpu", 0, target.dtype, target.shape, target.ctypes.data)
+            if target is None:
+                binding.bind_output(name, "cpu")
+            else:
+                binding.bind_output(name, "cpu", 0, target.dtype, target.shape,
+                                    target.ctypes.data)
         try:
             self.session.run_with_iobinding(binding)
         except Exception as exc:
