@@ -46,7 +46,6 @@ Targets (issue "The CPU driver, complete"), printed per model with met / missed:
   (b) nnrt - onnxruntime <= 0.15 ms + 10% of onnxruntime, for every model, floor included
       (the `allowed` column).
 
-    pip install -e '.[bench]'
     python benchmarks/models.py [--rounds 15] [--calls 10] [--models minilm,lstm,int8cnn]
     python benchmarks/models.py --in-process     # also the driver's plan alone, no IPC
     python benchmarks/models.py --per-node --models encoder   # the plan's time per step
@@ -79,7 +78,7 @@ try:
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 except ImportError as exc:  # pragma: no cover - a benchmark-only dependency
-    sys.exit(f"benchmarks/models.py needs onnx and onnxruntime: pip install -e '.[bench]' ({exc})")
+    sys.exit(f"benchmarks/models.py needs onnx and onnxruntime (dependencies of nnrt): {exc}")
 
 from nnrt.client.api import Model
 from nnrt.client.capi import model_cache

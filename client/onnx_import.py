@@ -129,12 +129,12 @@ class IOInfo:
 
 
 def _onnx() -> Any:
-    """The onnx package, which only the ONNX import needs (the `onnx` extra)."""
+    """The onnx package (a dependency of nnrt; a broken environment may still lack it)."""
     try:
         import onnx
     except ImportError as exc:
         raise OnnxImportError("the ONNX import needs the onnx package: "
-                              "pip install 'nnrt[onnx]' (or pip install onnx)") from exc
+                              "pip install onnx") from exc
     return onnx
 
 
