@@ -19,8 +19,6 @@ Pad lacks them).
 
 from __future__ import annotations
 
-import numpy as np
-
 from .....protos import node_attrs_pb2 as na
 from .....server.graph import DYNAMIC
 from ...kernel import Kernel

@@ -88,7 +88,8 @@ def lstm(k: Kernel, e: NodeEmitter) -> None:
         empty = e.op("Equal", [n, e.const(0, np.int64, "zero")])
     else:
         t = np.arange(seq).reshape(seq, 1, 1)
-        at_start, at_end = e.const(t == 0, np.bool_, "start"), e.const(t == seq - 1, np.bool_, "end")
+        at_start = e.const(t == 0, np.bool_, "start")
+        at_end = e.const(t == seq - 1, np.bool_, "end")
         empty = None
     zero_f = e.const(0.0, F32, "zero")
     one_f = e.const(1.0, F32, "one")
