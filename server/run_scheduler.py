@@ -34,6 +34,11 @@ class RunScheduler:
         self._waiting: OrderedDict[int, deque[threading.Event]] = OrderedDict()
 
     @property
+    def busy(self) -> bool:
+        """Whether a run computes or waits now (without a budget: never said)."""
+        return self.slots is not None and (self._running > 0 or bool(self._waiting))
+
+    @property
     def queued(self) -> int:
         with self._lock:
             return sum(len(q) for q in self._waiting.values())

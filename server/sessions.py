@@ -11,7 +11,7 @@ make it wait or die (the decisions of a system service: gRPC core, binder):
   every second), logged once per episode and once at recovery; open sessions are served
   meanwhile and pending clients wait in the listen queue. A failure of the one connection
   being accepted (ECONNABORTED, ...) is skipped.
-- Sockets are non-blocking; each connection has a bounded outgoing queue (256 packets,
+- Sockets are non-blocking; each connection has a bounded outgoing queue (4096 packets,
   4 MiB). A client that does not read until it is full is dropped: its session ends exactly
   as at a disconnect. Waiting on it would stall every other session.
 - Runs of a session in flight are capped (`ChannelPolicy.max_runs_per_session`, 64 by
@@ -77,6 +77,7 @@ class PreparedEntry:
     # tensors again sends the same bytes; bounded, first come first kept.
     checked_requests: dict[bytes, list[tuple[int, ...]]] = field(default_factory=dict)
     success_reply: bytes | None = None  # the serialized RunReply of a run with static shapes
+    recent_run_s: float = float("inf")  # a moving average of its runs' computation
 
 
 class Session:
@@ -114,6 +115,10 @@ class Session:
                 NNRT_INVALID_MODEL, f"unknown prepared model {model_id} in this session"
             )
         self._close_entry(entry)
+
+    def prepared_entries(self) -> dict[int, PreparedEntry]:
+        """The table itself, for a lookup that must not raise (read-only)."""
+        return self._prepared
 
     def prepared_count(self) -> int:
         return len(self._prepared)
@@ -173,6 +178,7 @@ class SessionRegistry:
 
 # Serves one Run packet of a session: (session, RunRequest bytes, deadline) -> RunReply bytes.
 RunHandler = Callable[[Session, bytes, "float | None"], bytes]
+QuickCheck = Callable[[Session, bytes], bool]
 
 # RunReply bytes of the refusals the channel itself answers.
 _BUSY = pb.RunReply(returnCode=NNRT_DEVICE_BUSY).SerializeToString()
@@ -180,7 +186,7 @@ _FORBIDDEN = pb.RunReply(returnCode=NNRT_OPERATION_FORBIDDEN).SerializeToString(
 _FAILED = pb.RunReply(returnCode=NNRT_FAILED).SerializeToString()
 
 DEFAULT_MAX_RUNS_PER_SESSION = 64  # Runs of one session in flight; beyond: NNRT_DEVICE_BUSY
-MAX_QUEUED_PACKETS = 256  # replies a connection may have waiting for its socket ...
+MAX_QUEUED_PACKETS = 4096  # replies a connection may have waiting for its socket ...
 MAX_QUEUED_BYTES = 4 << 20  # ... and their bytes; beyond either the session is dropped
 ACCEPT_BACKOFF_INITIAL = 0.01  # s; doubled per failed accept() in a row ...
 ACCEPT_BACKOFF_MAX = 1.0  # ... up to this (gRPC core retries a failing accept every 1 s)
@@ -381,11 +387,16 @@ class SessionChannelServer:
     the session it came from."""
 
     def __init__(self, path: Path, registry: SessionRegistry, run_handler: RunHandler,
-                 workers: int = 32, policy: ChannelPolicy | None = None) -> None:
+                 workers: int = 32, policy: ChannelPolicy | None = None,
+                 quick: QuickCheck | None = None) -> None:
+        """`quick(session, payload)`: whether a Run is known to take so little (a fraction of
+        a millisecond) that this thread runs it itself instead of handing it to a worker:
+        the hand-off costs more than such a run, and the others wait at most that long."""
         self.path = path
         self.registry = registry
         self.policy = policy or ChannelPolicy()
         self._run_handler = run_handler
+        self._quick = quick
         self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="run")
         self._runs = 0
         self._runs_done = threading.Condition()
@@ -654,8 +665,12 @@ class SessionChannelServer:
             connection.busy_refused = 0
         with self._runs_done:
             self._runs += 1
+        payload = data[1 + header.size:]
+        if self._quick is not None and self._quick(session, payload):
+            self._run(connection, seq, deadline, payload)
+            return
         try:
-            self._workers.submit(self._run, connection, seq, deadline, data[1 + header.size:])
+            self._workers.submit(self._run, connection, seq, deadline, payload)
         except RuntimeError:  # the pool is shut down: the driver is stopping
             self._run_finished(connection)
             self._send_run_reply(connection, seq, _FORBIDDEN)

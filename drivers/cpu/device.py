@@ -147,7 +147,10 @@ class CpuDevice(Device):
     device_type = ht.CPU
     capabilities = Capabilities(float16=True, dynamic_input=True, model_cache=True)
 
-    def __init__(self, engine: str = "ort", threads: int | None = None) -> None:
+    def __init__(self, engine: str = "ort", threads: int | None = None,
+                 shared_thread_pool: bool = False) -> None:
+        """`shared_thread_pool`: onnxruntime's process-wide pool, for the driver process
+        (nnrt.drivers.cpu.ort.engine.configure_threads)."""
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
         if engine == "ort" and not onnxruntime_importable():
@@ -159,7 +162,7 @@ class CpuDevice(Device):
         if engine == "ort":
             from nnrt.drivers.cpu.ort import engine as ort_engine
 
-            self.threads = ort_engine.configure_threads(threads)
+            self.threads = ort_engine.configure_threads(threads, shared_thread_pool)
             # Concurrent runs times intra-op threads never exceed the cores (the host queues
             # the rest, sessions in turn): oversubscribed cores made 8 clients slower than 1.
             self.concurrent_runs = max(1, ort_engine.usable_cores() // self.threads)

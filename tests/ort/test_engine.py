@@ -301,3 +301,24 @@ def test_run_into_maps_inputs_and_outputs_by_tensor_not_by_position():
     twice = CpuDevice().prepare(g.graph([x, y], [s, s]), PrepareConfig())
     assert not twice.writes_into_outputs  # the plan path copies the same result twice
     twice.close()
+
+
+def test_the_engine_inside_another_program_leaves_its_onnxruntime_sessions_alone():
+    # Only the driver process takes onnxruntime's process-wide pool: once made, onnxruntime
+    # refuses every session with threads of its own, which would break the host program.
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    model = CpuDevice().prepare(mlp_with_elu(), PrepareConfig())
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx_model.ir_version = 8
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(onnx_model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"x": np.array([-1.0, 2.0], np.float32)})
+    np.testing.assert_array_equal(y, [0.0, 2.0])
+    model.close()

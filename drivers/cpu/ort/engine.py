@@ -9,8 +9,11 @@ lowerable is one session; the split is logged and counted (`Partition.describe`)
 
 Session decisions (README "The CPU driver's engines"):
 
-* One process-wide intra-op thread pool shared by every session, sized `--threads` (default:
-  the cores this process may use); sessions run sequentially inside (no inter-op pool).
+* In the driver process, one process-wide intra-op thread pool shared by every session,
+  sized `--threads` (default: the cores this process may use); elsewhere (the engine used
+  inside another program: tests, benchmarks) each session has a pool of that size, so that
+  the host's own onnxruntime sessions keep working. Sessions run sequentially inside (no
+  inter-op pool).
   The run scheduler (`scheduler.py`) keeps concurrent runs from asking for more threads
   than that.
 * Graph optimisations at ORT_ENABLE_ALL. The optimised model is what the model cache keeps
@@ -52,7 +55,8 @@ log = logging.getLogger(__name__)
 # ------------------------------------------------------------------ the process's thread pool
 
 _pool_lock = threading.Lock()
-_pool_threads: int | None = None
+_pool_threads: int | None = None  # intra-op threads of each run
+_shared_pool = False  # sessions use one process-wide pool (the driver process only)
 
 
 def usable_cores() -> int:
@@ -62,20 +66,22 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def configure_threads(threads: int | None) -> int:
-    """Size the process-wide intra-op pool once (before the first session); its size."""
-    global _pool_threads
+def configure_threads(threads: int | None, shared_pool: bool = False) -> int:
+    """The intra-op threads of every session (default: the usable cores), fixed by the first
+    call. `shared_pool`: one process-wide pool for every session — only for a process that
+    owns onnxruntime (the driver): once made, onnxruntime refuses sessions with pools of
+    their own anywhere in the process, which would break a host application's sessions."""
+    global _pool_threads, _shared_pool
     with _pool_lock:
         if _pool_threads is None:
             _pool_threads = max(1, threads or usable_cores())
-            ort.capi._pybind_state.set_global_thread_pool_sizes(_pool_threads, 1)
+            if shared_pool:
+                ort.capi._pybind_state.set_global_thread_pool_sizes(_pool_threads, 1)
+                _shared_pool = True
         elif threads and threads != _pool_threads:
-            log.warning("onnxruntime's thread pool already has %d threads; %d ignored",
+            log.warning("onnxruntime sessions already have %d intra-op threads; %d ignored",
                         _pool_threads, threads)
         return _pool_threads
-
-
-_shared_pool = True  # False once onnxruntime's environment turned out to lack the shared pool
 
 
 def _session_options(optimize: bool) -> ort.SessionOptions:
@@ -94,8 +100,8 @@ def _session_options(optimize: bool) -> ort.SessionOptions:
 
 def _new_session(model: bytes, so: ort.SessionOptions) -> ort.InferenceSession:
     """A session on the shared pool; where onnxruntime's environment was created before the
-    pool was configured (onnxruntime used in the same process first: tests, a library
-    host), sessions get pools of their own from then on, of the same size."""
+    pool was configured (onnxruntime used in the same process first), sessions get pools
+    of their own from then on, of the same size."""
     global _shared_pool
     try:
         return _session(model, so)
