@@ -1,0 +1,105 @@
+"""The host's run fast path, in process: checked requests kept per prepared model, the
+serialized success reply, and which runs the session channel may serve on its own thread
+(`PreparedModelServicer.quick`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nnrt.drivers.cpu.device import CpuDevice
+from nnrt.protos import hdi_pb2 as pb
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server import execution
+from nnrt.server.buffers import SharedRegion
+from nnrt.server.device import PrepareConfig
+from nnrt.server.errors import NNRT_INVALID_SHAPE, NNRT_SUCCESS
+from nnrt.server.faults import FaultInjection
+from nnrt.server.graph import DYNAMIC
+from nnrt.server.run_scheduler import RunScheduler
+from nnrt.server.servicers import QUICK_RUN_S, PreparedModelServicer
+from nnrt.server.sessions import PreparedEntry, SessionRegistry
+from tests.kernels.util import GraphBuilder
+
+
+def _session_with_model(batch: int = 2, faults: FaultInjection | None = None):
+    g = GraphBuilder()
+    x = g.tensor((batch, 3))
+    y = g.node(na.NODE_TYPE_ADD_FUSION, na.AddFusion(),
+               [x, g.tensor((3,), np.arange(3, dtype=np.float32))], (batch, 3))
+    model = CpuDevice(engine="numpy").prepare(g.graph([x], [y]), PrepareConfig())
+    mins, maxs = model.input_dim_ranges()
+    entry = PreparedEntry(model, mins, maxs, model.static_output_shapes())
+    registry = SessionRegistry()
+    session = registry.open(None)
+    model_id = session.add_prepared(entry)
+    servicer = PreparedModelServicer(registry, faults or FaultInjection(),
+                                     scheduler=RunScheduler(1))
+    return registry, session, servicer, entry, model_id
+
+
+def _request(session, model_id: int, dims=(2, 3)) -> bytes:
+    ios = []
+    for _ in range(2):
+        region = SharedRegion.allocate(64)
+        buffer_id = session.buffers.add(region)
+        ios.append(ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=list(dims),
+                               format=ht.FORMAT_NHWC,
+                               data=ht.SharedBuffer(bufferId=buffer_id, bufferSize=64,
+                                                    dataSize=4 * int(np.prod(dims)))))
+    return pb.RunRequest(preparedModelId=model_id, inputs=ios[:1],
+                         outputs=ios[1:]).SerializeToString()
+
+
+def test_an_identical_request_is_checked_once_and_answered_with_the_kept_reply(monkeypatch):
+    registry, session, servicer, entry, model_id = _session_with_model()
+    payload = _request(session, model_id)
+    checks = []
+    real = execution.check_request
+    monkeypatch.setattr(execution, "check_request",
+                        lambda *a: checks.append(1) or real(*a))
+    first = servicer.run_packet(session, payload, None)
+    second = servicer.run_packet(session, payload, None)
+    assert first == second and pb.RunReply.FromString(first).returnCode == NNRT_SUCCESS
+    assert [list(d.values) for d in pb.RunReply.FromString(first).outputDims] == [[2, 3]]
+    assert len(checks) == 1 and entry.success_reply == first
+    registry.close(session)
+
+
+def test_a_bad_request_is_refused_every_time_never_kept():
+    registry, session, servicer, entry, model_id = _session_with_model()
+    payload = _request(session, model_id, dims=(5, 3))  # the model is [2, 3]
+    for _ in range(2):
+        reply = pb.RunReply.FromString(servicer.run_packet(session, payload, None))
+        assert reply.returnCode == NNRT_INVALID_SHAPE
+    assert not entry.checked_requests
+    registry.close(session)
+
+
+def test_which_runs_the_channel_serves_on_its_own_thread():
+    registry, session, servicer, entry, model_id = _session_with_model()
+    payload = _request(session, model_id)
+    assert not servicer.quick(session, payload)  # no run measured yet
+    servicer.run_packet(session, payload, None)
+    assert entry.recent_run_s < QUICK_RUN_S * 50  # measured (a numpy Add: microseconds)
+    entry.recent_run_s = QUICK_RUN_S / 2
+    assert servicer.quick(session, payload)
+    entry.recent_run_s = QUICK_RUN_S * 2  # a slow model goes to a worker
+    assert not servicer.quick(session, payload)
+    entry.recent_run_s = QUICK_RUN_S / 2
+    with servicer.scheduler.slot(99, lambda: False):  # the device is busy: a worker waits
+        assert not servicer.quick(session, payload)
+    assert not servicer.quick(session, b"\x08\x7f")  # an unknown model
+    assert not servicer.quick(session, b"garbage")
+    registry.close(session)
+    _, session2, slow, entry2, model_id2 = _session_with_model(
+        faults=FaultInjection(run_delay_ms=1))
+    entry2.recent_run_s = QUICK_RUN_S / 2
+    assert not slow.quick(session2, _request(session2, model_id2))  # faults in force
+
+
+def test_a_model_with_dynamic_shapes_is_never_served_on_the_channel_thread():
+    registry, session, servicer, entry, model_id = _session_with_model(batch=DYNAMIC)
+    entry.recent_run_s = QUICK_RUN_S / 2
+    assert not servicer.quick(session, _request(session, model_id))
+    registry.close(session)
