@@ -40,7 +40,7 @@ import numpy as np
 from nnrt.client import model_file
 from nnrt.client.capi._objects import LoweredModel
 from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
-                                         positive_float, print_json, say)
+                                         non_negative_int, positive_float, print_json, say)
 from nnrt.client.commands.run import (CommandError, Prepared, RunSlot, _positive_int,
                                       add_model_arguments, check_dim_ranges, check_inputs,
                                       describe_io, finish, load_inputs, load_model, open_device)
@@ -63,7 +63,7 @@ def add_parser(sub) -> None:
                         help=f"measured runs (default {DEFAULT_RUNS})")
     amount.add_argument("--seconds", "-s", type=positive_float,
                         help="measure for this long instead of a number of runs")
-    parser.add_argument("--warmup", type=_non_negative_int, default=DEFAULT_WARMUP, metavar="N",
+    parser.add_argument("--warmup", type=non_negative_int, default=DEFAULT_WARMUP, metavar="N",
                         help=f"runs before measuring (default {DEFAULT_WARMUP})")
     parser.add_argument("--concurrency", "-c", type=_positive_int, default=1, metavar="K",
                         help="runs in flight at once (default 1)")
@@ -71,16 +71,6 @@ def add_parser(sub) -> None:
                         help="size of a dynamic dimension of random inputs (default 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     parser.set_defaults(func=run)
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
-    return value
 
 
 def random_inputs(lowered: LoweredModel, dynamic_dim: int, seed: int) -> list[np.ndarray]:

@@ -203,6 +203,17 @@ def say(message: str) -> None:
     print(f"nnrt: {message}", file=sys.stderr)
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """argparse type: a number > 0."""
     try:

@@ -39,6 +39,8 @@ from nnrt.client.commands.common import (
     devmgr_status,
     directory_of,
     known_drivers,
+    non_negative_int,
+    positive_float,
     print_json,
     say,
 )
@@ -68,16 +70,6 @@ def _runtime_dir_option(parser: argparse.ArgumentParser, *, suppress: bool = Fal
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _timeout(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text}")
-    return value
-
-
 # -- nnrt devmgr ACTION DRIVER -----------------------------------------------------------
 
 
@@ -91,7 +83,7 @@ def add_devmgr_actions(devmgr: argparse.ArgumentParser) -> dict[str, argparse.Ar
         parser.add_argument("driver", metavar="DRIVER", help="the driver's name (its table in "
                                                              "the configuration)")
         _runtime_dir_option(parser, suppress=True)
-        parser.add_argument("--timeout", type=_timeout, default=WAIT_TIMEOUT, metavar="S",
+        parser.add_argument("--timeout", type=positive_float, default=WAIT_TIMEOUT, metavar="S",
                             help=f"wait at most S seconds for the driver to be "
                                  f"{'stopped' if action == 'stop' else 'ready'} (default "
                                  f"{WAIT_TIMEOUT:g})")
@@ -197,16 +189,6 @@ FAULT_HELP = {
 }
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text}")
-    return value
-
-
 def _probability(text: str) -> float:
     try:
         value = float(text)
@@ -237,7 +219,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         if kind == "bool":
             setter.add_argument(option, action="store_true", help=FAULT_HELP.get(name))
         elif kind == "int":
-            setter.add_argument(option, type=_count, default=0, metavar="N",
+            setter.add_argument(option, type=non_negative_int, default=0, metavar="N",
                                 help=FAULT_HELP.get(name))
         else:
             setter.add_argument(option, type=_probability, default=0.0, metavar="P",

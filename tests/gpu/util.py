@@ -15,6 +15,7 @@ from nnrt.drivers.gpu.opencl import ClRuntime, choose_device
 from nnrt.drivers.gpu.plan import GpuPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.graph import Graph, NodeSpec
+from tests.kernels.util import assert_outputs_close
 from nnrt.server.model_validation import build_graph
 
 NEVER = lambda: False  # noqa: E731  (a run nobody abandons)
@@ -56,15 +57,5 @@ def run_cpu(graph: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 def assert_close(gpu: Sequence[np.ndarray], cpu: Sequence[np.ndarray], rtol: float = 1e-4,
                  atol: float = 1e-5) -> None:
-    """float32 within 1e-4 relative; near 0, within `atol` of the output's scale (a sum of
-    large terms that cancels keeps the rounding of the terms, whatever order adds them);
-    integers and bools exact."""
-    assert len(gpu) == len(cpu)
-    for g, c in zip(gpu, cpu):
-        assert g.shape == c.shape and g.dtype == c.dtype, (g.shape, g.dtype, c.shape, c.dtype)
-        if np.issubdtype(c.dtype, np.floating):
-            finite = np.abs(c[np.isfinite(c)])
-            scale = 1.0 + (float(finite.max()) if finite.size else 0.0)
-            np.testing.assert_allclose(g, c, rtol=rtol, atol=atol * scale, equal_nan=True)
-        else:
-            np.testing.assert_array_equal(g, c)
+    """float32 within 1e-4 relative (near 0: 1e-5 of the output's scale); the rest exact."""
+    assert_outputs_close(gpu, cpu, rtol, atol)

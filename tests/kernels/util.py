@@ -204,6 +204,22 @@ def broadcast_apply(fn: Callable[[Any, Any], Any], x: np.ndarray, y: np.ndarray)
     return out
 
 
+def assert_outputs_close(got: Sequence[np.ndarray], want: Sequence[np.ndarray], rtol: float,
+                         atol: float) -> None:
+    """Floats within `rtol` relative; near 0, within `atol` of the output's scale (a sum of
+    large terms that cancels keeps the rounding of the terms, whatever order adds them);
+    integers and bools exact. What the differential suites compare devices and engines by."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        if np.issubdtype(w.dtype, np.floating):
+            finite = np.abs(w[np.isfinite(w)])
+            scale = 1.0 + (float(finite.max()) if finite.size else 0.0)
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * scale, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
 def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
 

@@ -46,20 +46,18 @@ def assert_agree(got: Sequence[np.ndarray], want: Sequence[np.ndarray], rtol: fl
                  atol: float = 1e-6, quantised: Sequence[bool] = ()) -> None:
     """`quantised[k]`: output k is requantized int8/uint8, where one step may differ
     (onnxruntime's int8 kernels requantize an int32 sum, our reference a float32 one; see
-    nnrt.drivers.cpu.ort.quantized)."""
-    assert len(got) == len(want)
+    nnrt.drivers.cpu.ort.quantized); the rest by assert_outputs_close."""
+    from tests.kernels.util import assert_outputs_close  # (that module imports this one)
+
     quantised = list(quantised) or [False] * len(want)
+    assert len(got) == len(want) == len(quantised)
     for g, w, q in zip(got, want, quantised):
-        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
         if q:
+            assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
             diff = np.abs(g.astype(np.int64) - w.astype(np.int64))
             assert diff.size == 0 or diff.max() <= 1, f"{diff.max()} quantisation steps apart"
-        elif np.issubdtype(w.dtype, np.floating):
-            finite = np.abs(w[np.isfinite(w)])
-            scale = 1.0 + (float(finite.max()) if finite.size else 0.0)
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * scale, equal_nan=True)
         else:
-            np.testing.assert_array_equal(g, w)
+            assert_outputs_close([g], [w], rtol, atol)
 
 
 def run_on_ort(node: NodeSpec, arrays: Sequence[np.ndarray],
