@@ -260,7 +260,7 @@ def test_an_unknown_engine_is_refused():
 
 
 def test_the_driver_serves_either_engine_and_reports_it(tmp_path):
-    ort = start_driver(tmp_path / "a", "cpu", "--threads", "1")
+    ort = start_driver(tmp_path / "a", "cpu", "--engine", "ort", "--threads", "1")
     numpy_driver = start_driver(tmp_path / "b", "cpu", "--engine", "numpy")
     try:
         details = admin_details(ort)
