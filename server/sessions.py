@@ -150,6 +150,18 @@ class Session:
         return count, self.buffers.close()
 
 
+def _more_pending(sock: socket.socket) -> bool:
+    """Whether another packet already waits on the socket: a client that sends Runs without
+    waiting for each (pipelining, a flood) gets workers and the per-session cap, not the
+    channel's own thread."""
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True  # let the worker path meet the error
+
+
 def _load_malloc_trim() -> Callable[[int], int] | None:
     try:
         return ctypes.CDLL(None).malloc_trim  # glibc
@@ -414,7 +426,9 @@ class SessionChannelServer:
                  quick: QuickCheck | None = None) -> None:
         """`quick(session, payload)`: whether a Run is known to take so little (a fraction of
         a millisecond) that this thread runs it itself instead of handing it to a worker:
-        the hand-off costs more than such a run, and the others wait at most that long."""
+        the hand-off costs more than such a run, and the others wait at most that long.
+        Only for a session with no further packet waiting (a caller waiting for its reply);
+        one that pipelines Runs gets workers and the per-session cap."""
         self.path = path
         self.registry = registry
         self.policy = policy or ChannelPolicy()
@@ -689,7 +703,8 @@ class SessionChannelServer:
         with self._runs_done:
             self._runs += 1
         payload = data[1 + header.size:]
-        if self._quick is not None and self._quick(session, payload):
+        if self._quick is not None and self._quick(session, payload) and \
+                not _more_pending(connection.sock):
             self._run(connection, seq, deadline, payload)
             return
         try:
