@@ -47,9 +47,11 @@ def client_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def start_driver(directory: Path, engine: str) -> subprocess.Popen:
+def start_driver(directory: Path, engine: str, threads: int | None) -> subprocess.Popen:
+    extra = [] if threads is None else ["--threads", str(threads)]
     proc = subprocess.Popen([sys.executable, "-m", "nnrt.server", "cpu", "--runtime-dir",
-                             str(directory), "--engine", engine, "--log-level", "WARNING"])
+                             str(directory), "--engine", engine, "--log-level", "WARNING",
+                             *extra])
     deadline = time.monotonic() + 30
     while not (directory / "cpu.session").exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -79,6 +81,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--counts", default="1,2,4,8")
     parser.add_argument("--engine", default="ort", choices=["ort", "numpy"])
+    parser.add_argument("--threads", type=int, default=None,
+                        help="the driver's --threads (default: its own, the usable cores)")
     parser.add_argument("--family", default="resnet")
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
@@ -91,7 +95,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         env = dict(os.environ, NNRT_RUNTIME_DIR=str(directory), NNRT_NO_EMBEDDED="1")
-        driver = start_driver(directory, args.engine)
+        driver = start_driver(directory, args.engine, args.threads)
         try:
             rows = []
             for count in counts:
@@ -104,8 +108,8 @@ def main() -> int:
             driver.terminate()
             driver.wait(30)
     base = rows[0][1]
-    print(f"{args.family} {args.size}x{args.size}, engine {args.engine}, {args.seconds:g} s "
-          f"per count, {os.cpu_count()} CPUs")
+    print(f"{args.family} {args.size}x{args.size}, engine {args.engine}, threads "
+          f"{args.threads or 'default'}, {args.seconds:g} s per count, {os.cpu_count()} CPUs")
     print("clients  runs/s   vs 1   median p99 ms  worst p99 ms  worst/median  client 0 median ms")
     for count, rate, p99_med, p99_max, med in rows:
         print(f"{count:7d}  {rate:7.0f}  {rate / base:4.2f}x  {p99_med * 1e3:13.2f}  "

@@ -200,7 +200,7 @@ def device_options(args: argparse.Namespace) -> dict[str, object]:
     # NNRT_CPU_ENGINE: the default engine of every CPU driver started without --engine
     # (how the test suite runs whole with either engine).
     return {"engine": args.engine or os.environ.get("NNRT_CPU_ENGINE", "ort"),
-            "threads": args.threads, "shared_thread_pool": True}
+            "threads": args.threads}
 
 
 def fault_injection(args: argparse.Namespace) -> FaultInjection:

@@ -1,4 +1,4 @@
-"""Admission of runs onto the device: a budget of concurrent runs, sessions served in turn.
+"""Admission of runs onto the device: a budget of cores, sessions served in turn.
 
 A device whose computation already uses every core it may (the CPU driver's onnxruntime
 engine: one intra-op pool sized to the cores) gets slower, not faster, when more runs
@@ -6,6 +6,11 @@ compute at once — each brings its threads and they oversubscribe the cores (8 
 2 vCPUs: half the throughput of one). Such a device declares `Device.concurrent_runs`; the
 host then lets that many runs compute at once and queues the rest *before* any
 computation (after every check of the request, so a refused run never waits).
+
+Cores chosen from the load: the budget is `slots` cores. A run that arrives with the device
+idle and nobody waiting is granted every core (its computation may use them all); any other
+run one core, so that under load as many runs compute at once as there are cores, each on
+one thread (`granted_cores()`, read by the device inside the run).
 
 Fairness: waiting runs are kept per session and a freed slot goes to the next session in
 round-robin order, so a session that queues many runs (an async flood) delays another
@@ -20,10 +25,18 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 from .errors import NNRT_TIME_OUT, DriverError
 
 POLL_S = 0.05  # how often a waiting run looks whether its caller gave up
+
+_granted: ContextVar[int | None] = ContextVar("nnrt_granted_cores", default=None)
+
+
+def granted_cores() -> int | None:
+    """The cores the current run was granted (None: no budget, or outside a run)."""
+    return _granted.get()
 
 
 class RunScheduler:
@@ -31,7 +44,7 @@ class RunScheduler:
         self.slots = slots
         self._lock = threading.Lock()
         self._running = 0
-        self._waiting: OrderedDict[int, deque[threading.Event]] = OrderedDict()
+        self._waiting: OrderedDict[int, deque[_Turn]] = OrderedDict()
 
     @property
     def busy(self) -> bool:
@@ -45,27 +58,31 @@ class RunScheduler:
 
     @contextmanager
     def slot(self, session_id: int, cancelled: Callable[[], bool]) -> Iterator[None]:
-        """Hold one of the device's run slots for the block; waits its session's turn."""
+        """Hold cores of the device for the block (see the module docstring); waits its
+        session's turn."""
         if self.slots is None:
             yield
             return
-        self._acquire(session_id, cancelled)
+        cores = self._acquire(session_id, cancelled)
+        token = _granted.set(cores)
         try:
             yield
         finally:
-            self._release()
+            _granted.reset(token)
+            self._release(cores)
 
-    def _acquire(self, session_id: int, cancelled: Callable[[], bool]) -> None:
+    def _acquire(self, session_id: int, cancelled: Callable[[], bool]) -> int:
         with self._lock:
             if self._running < self.slots and not self._waiting:
-                self._running += 1
-                return
-            turn = threading.Event()
+                cores = self.slots if self._running == 0 else 1
+                self._running += cores
+                return cores
+            turn = _Turn()
             self._waiting.setdefault(session_id, deque()).append(turn)
-        while not turn.wait(POLL_S):
+        while not turn.event.wait(POLL_S):
             if cancelled():
                 with self._lock:
-                    if turn.is_set():  # the slot came just now: hand it on
+                    if turn.event.is_set():  # the cores came just now: hand them on
                         break
                     queue = self._waiting.get(session_id)
                     if queue is not None and turn in queue:
@@ -75,22 +92,34 @@ class RunScheduler:
                 raise DriverError(NNRT_TIME_OUT, "run abandoned while waiting for the device: "
                                                  "its caller gave up")
         else:
-            return  # the slot was handed over (counted by _release)
-        self._release()  # given a slot after giving up: pass it on
+            return turn.cores  # handed over (counted by _release)
+        self._release(turn.cores)  # given cores after giving up: pass them on
         raise DriverError(NNRT_TIME_OUT, "run abandoned while waiting for the device: its "
                                          "caller gave up")
 
-    def _release(self) -> None:
+    def _release(self, cores: int) -> None:
         with self._lock:
-            if not self._waiting:
-                self._running -= 1
-                return
-            # The slot passes to the oldest run of the next session in turn; that session
-            # goes to the back of the round.
-            session_id, queue = next(iter(self._waiting.items()))
-            turn = queue.popleft()
-            if queue:
-                self._waiting.move_to_end(session_id)
-            else:
-                del self._waiting[session_id]
-            turn.set()
+            self._running -= cores
+            # Freed cores pass to the oldest run of the next session in turn, that session
+            # to the back of the round: one core each, or all of them to a lone waiter when
+            # nothing else computes.
+            while self._waiting and self._running < self.slots:
+                session_id, queue = next(iter(self._waiting.items()))
+                turn = queue.popleft()
+                if queue:
+                    self._waiting.move_to_end(session_id)
+                else:
+                    del self._waiting[session_id]
+                turn.cores = self.slots if self._running == 0 and not self._waiting else 1
+                self._running += turn.cores
+                turn.event.set()
+
+
+class _Turn:
+    """A waiting run: set once it is granted `cores`."""
+
+    __slots__ = ("event", "cores")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.cores = 1

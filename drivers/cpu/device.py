@@ -25,6 +25,7 @@ from nnrt.server import graph_cache, sealed_blob
 from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
 from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import Graph, Shape
+from nnrt.server.run_scheduler import granted_cores
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,13 @@ class CpuPreparedModel(PreparedModel):
 
     def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
         inputs = [x if c is None else x.astype(c) for x, c in zip(inputs, self.input_casts)]
-        outputs = self.plan.run(inputs, cancelled)
+        if self.partition is not None and granted_cores() == 1:
+            from nnrt.drivers.cpu.ort import engine
+
+            with engine.narrow_runs():
+                outputs = self.plan.run(inputs, cancelled)
+        else:
+            outputs = self.plan.run(inputs, cancelled)
         return [y if c is None else y.astype(c) for y, c in zip(outputs, self.output_casts)]
 
     def run_into(self, inputs: Sequence[np.ndarray], targets: Sequence[np.ndarray],
@@ -115,13 +122,14 @@ class CpuPreparedModel(PreparedModel):
             raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
         positions = self.output_positions
         inputs = [inputs[p] for p in self.input_positions]
+        narrow = granted_cores() == 1
         if sum(t.nbytes for t in targets) >= _BIND_OUTPUTS_FROM_BYTES:
             by_position = [None] * len(self.segment.output_ids)
             for position, target in zip(positions, targets):
                 by_position[position] = target
-            self.segment.run_into(inputs, by_position)
+            self.segment.run_into(inputs, by_position, narrow)
             return
-        results = self.segment.execute(inputs)
+        results = self.segment.execute(inputs, narrow)
         for position, target in zip(positions, targets):
             np.copyto(target, results[position], casting="no")
 
@@ -147,10 +155,7 @@ class CpuDevice(Device):
     device_type = ht.CPU
     capabilities = Capabilities(float16=True, dynamic_input=True, model_cache=True)
 
-    def __init__(self, engine: str = "ort", threads: int | None = None,
-                 shared_thread_pool: bool = False) -> None:
-        """`shared_thread_pool`: onnxruntime's process-wide pool, for the driver process
-        (nnrt.drivers.cpu.ort.engine.configure_threads)."""
+    def __init__(self, engine: str = "ort", threads: int | None = None) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
         if engine == "ort" and not onnxruntime_importable():
@@ -162,10 +167,12 @@ class CpuDevice(Device):
         if engine == "ort":
             from nnrt.drivers.cpu.ort import engine as ort_engine
 
-            self.threads = ort_engine.configure_threads(threads, shared_thread_pool)
-            # Concurrent runs times intra-op threads never exceed the cores (the host queues
-            # the rest, sessions in turn): oversubscribed cores made 8 clients slower than 1.
-            self.concurrent_runs = max(1, ort_engine.usable_cores() // self.threads)
+            self.threads = ort_engine.configure_threads(threads)
+            # One run per core at once (the host queues the rest, sessions in turn); a run
+            # alone has them all (`--threads`), runs that share them one thread each
+            # (server/run_scheduler.py `granted_cores`): oversubscribed cores made 8 clients
+            # slower than one.
+            self.concurrent_runs = ort_engine.usable_cores()
         self._lock = threading.Lock()
         self._nodes = [0, 0]  # nodes of live prepared models on onnxruntime, on numpy
         log.info("CPU engine: %s%s", engine,

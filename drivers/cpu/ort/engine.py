@@ -9,11 +9,12 @@ lowerable is one session; the split is logged and counted (`Partition.describe`)
 
 Session decisions (README "The CPU driver's engines"):
 
-* In the driver process, one process-wide intra-op thread pool shared by every session,
-  sized `--threads` (default: the cores this process may use); elsewhere (the engine used
-  inside another program: tests, benchmarks) each session has a pool of that size, so that
-  the host's own onnxruntime sessions keep working. Sessions run sequentially inside (no
-  inter-op pool).
+* Threads chosen from the load: a run alone on the device computes with `--threads`
+  intra-op threads (default: the cores this process may use); runs that share the cores
+  (the run scheduler admits one per core then) compute on one thread each, through a
+  second, single-threaded session of the same optimised model made at the first such run.
+  Every session has its own pool (no spinning between runs); sessions run sequentially
+  inside (no inter-op pool).
   The run scheduler (`scheduler.py`) keeps concurrent runs from asking for more threads
   than that.
 * Graph optimisations at ORT_ENABLE_ALL. The optimised model is what the model cache keeps
@@ -33,7 +34,9 @@ import os
 import struct
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,8 +58,7 @@ log = logging.getLogger(__name__)
 # ------------------------------------------------------------------ the process's thread pool
 
 _pool_lock = threading.Lock()
-_pool_threads: int | None = None  # intra-op threads of each run
-_shared_pool = False  # sessions use one process-wide pool (the driver process only)
+_pool_threads: int | None = None  # intra-op threads of a run that has the cores to itself
 
 
 def usable_cores() -> int:
@@ -66,54 +68,46 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def configure_threads(threads: int | None, shared_pool: bool = False) -> int:
-    """The intra-op threads of every session (default: the usable cores), fixed by the first
-    call. `shared_pool`: one process-wide pool for every session — only for a process that
-    owns onnxruntime (the driver): once made, onnxruntime refuses sessions with pools of
-    their own anywhere in the process, which would break a host application's sessions."""
-    global _pool_threads, _shared_pool
+def configure_threads(threads: int | None) -> int:
+    """The intra-op threads of a run alone on the device (default: the usable cores), fixed
+    by the first call."""
+    global _pool_threads
     with _pool_lock:
         if _pool_threads is None:
             _pool_threads = max(1, threads or usable_cores())
-            if shared_pool:
-                ort.capi._pybind_state.set_global_thread_pool_sizes(_pool_threads, 1)
-                _shared_pool = True
         elif threads and threads != _pool_threads:
             log.warning("onnxruntime sessions already have %d intra-op threads; %d ignored",
                         _pool_threads, threads)
         return _pool_threads
 
 
-def _session_options(optimize: bool) -> ort.SessionOptions:
+_narrow: ContextVar[bool] = ContextVar("nnrt_ort_narrow", default=False)
+
+
+@contextmanager
+def narrow_runs() -> Iterator[None]:
+    """Within the block, segments run on their single-threaded sessions (a run that shares
+    the cores with others)."""
+    token = _narrow.set(True)
+    try:
+        yield
+    finally:
+        _narrow.reset(token)
+
+
+def _session_options(optimize: bool, threads: int) -> ort.SessionOptions:
     so = ort.SessionOptions()
-    threads = configure_threads(None)
-    if _shared_pool:
-        so.use_per_session_threads = False  # the process-wide pool
-    else:
-        so.intra_op_num_threads = threads
+    so.intra_op_num_threads = threads
+    # Pool threads that spin between parallel sections take the cores from the client
+    # processes and the other runs: measured (benchmarks/clients.py, 2 cores) 2 clients got
+    # 0.63x the throughput of one with spinning (stopped at each run's end), 1.19x without;
+    # a run alone is ~40 % slower without (0.58 -> 0.80 ms), the price of serving many.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                    else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     so.log_severity_level = 4  # fatal only: a failing run is logged by the driver, once
     return so
-
-
-def _new_session(model: bytes, so: ort.SessionOptions) -> ort.InferenceSession:
-    """A session on the shared pool; where onnxruntime's environment was created before the
-    pool was configured (onnxruntime used in the same process first), sessions get pools
-    of their own from then on, of the same size."""
-    global _shared_pool
-    try:
-        return _session(model, so)
-    except Exception as exc:
-        if not _shared_pool or "GlobalThreadPools" not in str(exc):
-            raise
-    log.info("onnxruntime was started before the driver sized its thread pool: each session "
-             "gets %d threads of its own", _pool_threads)
-    _shared_pool = False
-    so.use_per_session_threads = True
-    so.intra_op_num_threads = configure_threads(None)
-    return _session(model, so)
 
 
 def _session(model: bytes, so: ort.SessionOptions) -> ort.InferenceSession:
@@ -128,7 +122,9 @@ def _session(model: bytes, so: ort.SessionOptions) -> ort.InferenceSession:
 
 
 class OrtSegment:
-    """Consecutive lowered nodes run as one onnxruntime session."""
+    """Consecutive lowered nodes run as onnxruntime sessions: a wide one (the intra-op
+    threads of a run alone on the device) and, made at the first run that shares the cores
+    with others, a narrow one (one thread: the caller's); `execute(..., narrow)` picks."""
 
     def __init__(self, model: bytes, node_indices: Sequence[int], input_ids: Sequence[int],
                  output_ids: Sequence[int], *, optimized: bool) -> None:
@@ -139,33 +135,49 @@ class OrtSegment:
                       f"[{self.node_indices[0]}..{self.node_indices[-1]}]")
         self.input_names = [value_name(i) for i in self.input_ids]
         self.output_names = [value_name(i) for i in self.output_ids]
-        so = _session_options(not optimized)
+        self.threads = configure_threads(None)
+        so = _session_options(not optimized, self.threads)
         self.optimized_model = model if optimized else b""
         workdir = None
         if not optimized:  # keep what onnxruntime makes of it, for the model cache
             workdir = tempfile.TemporaryDirectory(prefix="nnrt-ort-")
             so.optimized_model_filepath = os.path.join(workdir.name, "optimized.onnx")
         try:
-            self.session = _new_session(model, so)
+            self.session = _session(model, so)
             if workdir is not None:
                 with open(so.optimized_model_filepath, "rb") as f:
                     self.optimized_model = f.read()
         finally:
             if workdir is not None:
                 workdir.cleanup()
+        self._narrow: ort.InferenceSession | None = self.session if self.threads == 1 else None
+        self._narrow_lock = threading.Lock()
 
-    def execute(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def _narrow_session(self) -> ort.InferenceSession:
+        if self._narrow is None:
+            with self._narrow_lock:
+                if self._narrow is None:  # from the optimised model: nothing to optimise
+                    self._narrow = _session(self.optimized_model, _session_options(False, 1))
+        return self._narrow
+
+    def execute(self, inputs: Sequence[np.ndarray],
+                narrow: bool | None = None) -> list[np.ndarray]:
+        """The outputs; `narrow` None: as `narrow_runs` says for this run."""
+        if narrow is None:
+            narrow = _narrow.get()
+        session = self._narrow_session() if narrow else self.session
         try:
-            return self.session.run(self.output_names, dict(zip(self.input_names, inputs)))
+            return session.run(self.output_names, dict(zip(self.input_names, inputs)))
         except Exception as exc:  # a value-dependent failure inside onnxruntime: this run fails
             log.error("%s failed: %s", self.label, exc)
             raise DriverError(NNRT_FAILED, f"{self.label} failed: {exc}") from None
 
     def run_into(self, inputs: Sequence[np.ndarray],
-                 targets: Sequence[np.ndarray | None]) -> None:
+                 targets: Sequence[np.ndarray | None], narrow: bool = False) -> None:
         """Outputs written by onnxruntime straight into `targets` (contiguous, shaped; per
         session output, None: an output nobody reads, left to onnxruntime)."""
-        binding = self.session.io_binding()
+        session = self._narrow_session() if narrow else self.session
+        binding = session.io_binding()
         keep = []
         for name, array in zip(self.input_names, inputs):
             array = np.ascontiguousarray(array)
@@ -178,7 +190,7 @@ class OrtSegment:
                 binding.bind_output(name, "cpu", 0, target.dtype, target.shape,
                                     target.ctypes.data)
         try:
-            self.session.run_with_iobinding(binding)
+            session.run_with_iobinding(binding)
         except Exception as exc:
             log.error("%s failed: %s", self.label, exc)
             raise DriverError(NNRT_FAILED, f"{self.label} failed: {exc}") from None
