@@ -119,6 +119,24 @@ def client(shared_driver: RunningDriver) -> Iterator[DriverClient]:
         yield session
 
 
+@pytest.fixture(scope="module")
+def cpu_runtime(tmp_path_factory) -> Iterator[Path]:
+    """A runtime directory with one CPU driver for a whole test module."""
+    runtime = tmp_path_factory.mktemp("onnx") / "rt"
+    driver = start_driver(runtime, "cpu")
+    yield runtime
+    driver.stop()
+
+
+@pytest.fixture
+def runtime(cpu_runtime: Path, monkeypatch) -> Iterator[Path]:
+    """cpu_runtime as the client's runtime directory (NNRT_RUNTIME_DIR) for one test."""
+    from tests.capi.util_capi import use_runtime
+
+    with use_runtime(monkeypatch, cpu_runtime):
+        yield cpu_runtime
+
+
 @pytest.fixture
 def devmgrs():
     """Device managers started by a test (tests/devmgr_util.start_devmgr); everything they

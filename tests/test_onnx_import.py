@@ -17,26 +17,11 @@ from nnrt.client import Model, model_file
 from nnrt.client.onnx_import import OnnxImportError, import_onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.capi.util_capi import use_runtime
-from tests.conftest import start_driver
 
 F = TensorProto.FLOAT
 OPSET = 17
 RTOL = 1e-4
 
-
-@pytest.fixture(scope="module")
-def cpu_runtime(tmp_path_factory):
-    runtime = tmp_path_factory.mktemp("onnx") / "rt"
-    driver = start_driver(runtime, "cpu")
-    yield runtime
-    driver.stop()
-
-
-@pytest.fixture
-def runtime(cpu_runtime, monkeypatch):
-    with use_runtime(monkeypatch, cpu_runtime):
-        yield cpu_runtime
 
 
 # -- building models ---------------------------------------------------------------------------

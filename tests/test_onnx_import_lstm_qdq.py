@@ -13,25 +13,10 @@ from nnrt.client import InferenceSession, Model
 from nnrt.client.onnx_import import OnnxImportError, import_onnx
 from onnx import TensorProto, helper
 
-from tests.capi.util_capi import use_runtime
-from tests.conftest import start_driver
 from tests.test_onnx_import import _shape_subgraph, check, f32, make, ours, reference
 
 F = TensorProto.FLOAT
 
-
-@pytest.fixture(scope="module")
-def cpu_runtime(tmp_path_factory):
-    runtime = tmp_path_factory.mktemp("onnx") / "rt"
-    driver = start_driver(runtime, "cpu")
-    yield runtime
-    driver.stop()
-
-
-@pytest.fixture
-def runtime(cpu_runtime, monkeypatch):
-    with use_runtime(monkeypatch, cpu_runtime):
-        yield cpu_runtime
 
 
 # -- LSTM --------------------------------------------------------------------------------------
