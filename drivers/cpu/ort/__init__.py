@@ -2,5 +2,6 @@
 
 `lowering.py` is the framework (how a node becomes ONNX nodes), `ops/lower_*.py` the
 lowerings by operator, `activation.py` the activation types, `engine.py` partitioning,
-sessions and the optimised-model cache, `scheduler.py` the core budget of concurrent runs.
+sessions and the optimised-model cache. The cores a run may use come from the host's run
+scheduler (server/run_scheduler.py).
 """

@@ -7,16 +7,14 @@ onnxruntime `InferenceSession` over an ONNX model whose inputs are the HDI tenso
 from outside and whose outputs are those read after it (or model outputs). A graph entirely
 lowerable is one session; the split is logged and counted (`Partition.describe`).
 
-Session decisions (README "The CPU driver's engines"):
+Session decisions (docs/cpu-driver.md, "Two engines"):
 
 * Threads chosen from the load: a run alone on the device computes with `--threads`
   intra-op threads (default: the cores this process may use); runs that share the cores
-  (the run scheduler admits one per core then) compute on one thread each, through a
+  (server/run_scheduler.py admits one per core then) compute on one thread each, through a
   second, single-threaded session of the same optimised model made at the first such run.
   Every session has its own pool (no spinning between runs); sessions run sequentially
   inside (no inter-op pool).
-  The run scheduler (`scheduler.py`) keeps concurrent runs from asking for more threads
-  than that.
 * Graph optimisations at ORT_ENABLE_ALL. The optimised model is what the model cache keeps
   (`export`): a cache read back loads it with optimisations off, so neither lowering nor
   optimisation is repeated. Its identity includes the onnxruntime version and the CPU, since
