@@ -7,10 +7,12 @@ compute at once — each brings its threads and they oversubscribe the cores (8 
 host then lets that many runs compute at once and queues the rest *before* any
 computation (after every check of the request, so a refused run never waits).
 
-Cores chosen from the load: the budget is `slots` cores. A run that arrives with the device
-idle and nobody waiting is granted every core (its computation may use them all); any other
-run one core, so that under load as many runs compute at once as there are cores, each on
-one thread (`granted_cores()`, read by the device inside the run).
+Cores chosen from the load: the budget is `slots` cores. A run of the only active session
+(no other session ran in the last ACTIVE_S seconds) that finds the device idle is granted
+every core (its computation may use them all: the one client is waiting, nobody else
+needs the CPU); any other run one core, so that under load — or with several client
+processes, which need the CPU between their runs — as many runs compute at once as there
+are cores, each on one thread (`granted_cores()`, read by the device inside the run).
 
 Fairness: waiting runs are kept per session and a freed slot goes to the next session in
 round-robin order, so a session that queues many runs (an async flood) delays another
@@ -22,6 +24,7 @@ computing. Devices without a budget (`concurrent_runs` None) skip all of this.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +33,7 @@ from contextvars import ContextVar
 from .errors import NNRT_TIME_OUT, DriverError
 
 POLL_S = 0.05  # how often a waiting run looks whether its caller gave up
+ACTIVE_S = 1.0  # a session that ran this recently counts as active
 
 _granted: ContextVar[int | None] = ContextVar("nnrt_granted_cores", default=None)
 
@@ -45,6 +49,7 @@ class RunScheduler:
         self._lock = threading.Lock()
         self._running = 0
         self._waiting: OrderedDict[int, deque[_Turn]] = OrderedDict()
+        self._last_run: dict[int, float] = {}  # session id -> when it last asked for cores
 
     @property
     def busy(self) -> bool:
@@ -71,10 +76,21 @@ class RunScheduler:
             _granted.reset(token)
             self._release(cores)
 
+    def _alone(self, session_id: int) -> bool:
+        """Whether `session_id` is the only session that ran within ACTIVE_S (the lock held)."""
+        now = time.monotonic()
+        self._last_run[session_id] = now
+        if len(self._last_run) > 1:
+            stale = [s for s, t in self._last_run.items() if now - t > ACTIVE_S]
+            for s in stale:
+                del self._last_run[s]
+        return len(self._last_run) == 1
+
     def _acquire(self, session_id: int, cancelled: Callable[[], bool]) -> int:
         with self._lock:
+            alone = self._alone(session_id)
             if self._running < self.slots and not self._waiting:
-                cores = self.slots if self._running == 0 else 1
+                cores = self.slots if self._running == 0 and alone else 1
                 self._running += cores
                 return cores
             turn = _Turn()
@@ -110,7 +126,8 @@ class RunScheduler:
                     self._waiting.move_to_end(session_id)
                 else:
                     del self._waiting[session_id]
-                turn.cores = self.slots if self._running == 0 and not self._waiting else 1
+                turn.cores = self.slots if self._running == 0 and not self._waiting and \
+                    len(self._last_run) == 1 else 1
                 self._running += turn.cores
                 turn.event.set()
 

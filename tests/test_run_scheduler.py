@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from nnrt.server.errors import NNRT_TIME_OUT, DriverError
+from nnrt.server import run_scheduler
 from nnrt.server.run_scheduler import RunScheduler, granted_cores
 from tests.conftest import admin_details, in_threads, start_driver, wait_until
 
@@ -58,7 +59,21 @@ def test_a_run_alone_gets_every_core_and_runs_under_load_one_core_each():
     assert grants == {0: 2, 1: 1, 2: 1}  # shared: one core each, both at once (the barrier)
     assert scheduler.queued == 0 and granted_cores() is None
     with scheduler.slot(3, NEVER):
-        assert granted_cores() == 2  # every core back
+        assert granted_cores() == 1  # others ran just now: one core, the device idle or not
+
+
+def test_every_core_only_for_the_only_active_session(monkeypatch):
+    monkeypatch.setattr(run_scheduler, "ACTIVE_S", 0.2)
+    scheduler = RunScheduler(2)
+    with scheduler.slot(1, NEVER):
+        assert granted_cores() == 2
+    with scheduler.slot(2, NEVER):  # another client process ran just now
+        assert granted_cores() == 1
+    with scheduler.slot(1, NEVER):
+        assert granted_cores() == 1
+    time.sleep(0.3)  # session 2 went quiet
+    with scheduler.slot(1, NEVER):
+        assert granted_cores() == 2
 
 
 def test_freed_slots_go_to_sessions_in_turn_not_to_the_longest_queue():

@@ -13,8 +13,8 @@ Session decisions (docs/cpu-driver.md, "Two engines"):
   intra-op threads (default: the cores this process may use); runs that share the cores
   (server/run_scheduler.py admits one per core then) compute on one thread each, through a
   second, single-threaded session of the same optimised model made at the first such run.
-  Every session has its own pool (no spinning between runs); sessions run sequentially
-  inside (no inter-op pool).
+  Every session has its own pool, whose threads spin only during a run; sessions run
+  sequentially inside (no inter-op pool).
 * Graph optimisations at ORT_ENABLE_ALL. The optimised model is what the model cache keeps
   (`export`): a cache read back loads it with optimisations off, so neither lowering nor
   optimisation is repeated. Its identity includes the onnxruntime version and the CPU, since
@@ -96,11 +96,12 @@ def narrow_runs() -> Iterator[None]:
 def _session_options(optimize: bool, threads: int) -> ort.SessionOptions:
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
-    # Pool threads that spin between parallel sections take the cores from the client
-    # processes and the other runs: measured (benchmarks/clients.py, 2 cores) 2 clients got
-    # 0.63x the throughput of one with spinning (stopped at each run's end), 1.19x without;
-    # a run alone is ~40 % slower without (0.58 -> 0.80 ms), the price of serving many.
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # A run with several threads is given them only when its client is the only active one
+    # (server/run_scheduler.py): its pool threads may spin between parallel sections then,
+    # and stop at the run's end. Spinning while other client processes needed the cores
+    # made 2 clients 0.63x the throughput of one (benchmarks/clients.py, 2 cores).
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if threads > 1 else "0")
+    so.add_session_config_entry("session.force_spinning_stop", "1")
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                    else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
