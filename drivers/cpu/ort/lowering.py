@@ -137,6 +137,11 @@ class NodeEmitter:
             return name
         return self.op("Transpose", [name], perm=list(key))
 
+    def finite(self, i: int) -> bool:
+        """Whether input i can hold no NaN or infinity (a dequantized integer), so that a
+        lowering may skip what it writes out for them."""
+        return False
+
     def const(self, value: Any, dtype: Any, hint: str = "k") -> str:
         """A new initializer holding `value` as `dtype`."""
         return self.graph.add_array(np.asarray(value, dtype=dtype), hint)

@@ -57,6 +57,10 @@ class QuantizedEmitter(NodeEmitter):
         scale, zero, attrs = self._params(mapping, axis)
         return self.op("DequantizeLinear", [self.tensor(spec, perm), scale, zero], **attrs)
 
+    def finite(self, i: int) -> bool:
+        mapping = self.quantized.input_maps[i]
+        return mapping is not None and bool(np.all(np.isfinite(mapping.scale)))
+
     def output(self, k: int = 0) -> str:
         if self.quantized.output_maps[k] is None:
             spec = self.original.outputs[k]

@@ -88,7 +88,7 @@ def max_pool(k: Kernel, e: NodeEmitter) -> None:
             raise NotLowerable(f"whole-plane max pool of {dtype}")
     x = e.input(0) if k.nchw else e.input(0, perm=TO_NCHW)
     y = _pool(k, e, x, "MaxPool")
-    if is_float:  # NaN where the window held one (onnxruntime's MaxPool may drop it)
+    if is_float and not e.finite(0):  # NaN where a window held one (onnxruntime may drop it)
         nan = _pool(k, e, e.op("Cast", [e.op("IsNaN", [x])], to=1), "MaxPool")
         y = e.op("Where", [e.op("Cast", [nan], to=9), e.const(np.nan, F32, "nan"), y])
     finish_spatial(k, e, y)

@@ -48,9 +48,14 @@ def reduce(k: Kernel, e: NodeEmitter) -> None:
                        to=1)
         y = e.op("ReduceMin", [nonzero, axes], keepdims=keep, out=out)
     elif k.mode in (ht.REDUCE_MODE_MAX, ht.REDUCE_MODE_MIN):
-        y = e.op(_OP[k.mode], [x, axes], keepdims=keep)
-        nan = e.op("ReduceMax", [e.op("Cast", [e.op("IsNaN", [x])], to=1), axes], keepdims=keep)
-        y = e.op("Where", [e.op("Cast", [nan], to=9), e.const(np.nan, F32, "nan"), y], out=out)
+        if e.finite(0):
+            y = e.op(_OP[k.mode], [x, axes], keepdims=keep, out=out)
+        else:  # NaN where the reduced values held one (onnxruntime may drop it)
+            y = e.op(_OP[k.mode], [x, axes], keepdims=keep)
+            nan = e.op("ReduceMax", [e.op("Cast", [e.op("IsNaN", [x])], to=1), axes],
+                       keepdims=keep)
+            y = e.op("Where", [e.op("Cast", [nan], to=9), e.const(np.nan, F32, "nan"), y],
+                     out=out)
     else:
         y = e.op(_OP[k.mode], [x, axes], keepdims=keep, out=out)
     if k.coeff != 1.0:
