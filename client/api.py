@@ -489,16 +489,16 @@ class Model:
 
     # element-wise and linear algebra
     def add(self, a: Any, b: Any, activation: str | None = None) -> Operand:
-        return self.op("ADD", a, b, activationType=_FUSE[activation])
+        return self.op("ADD", a, b, activationType=_fuse(activation))
 
     def sub(self, a: Any, b: Any, activation: str | None = None) -> Operand:
-        return self.op("SUB", a, b, activationType=_FUSE[activation])
+        return self.op("SUB", a, b, activationType=_fuse(activation))
 
     def mul(self, a: Any, b: Any, activation: str | None = None) -> Operand:
-        return self.op("MUL", a, b, activationType=_FUSE[activation])
+        return self.op("MUL", a, b, activationType=_fuse(activation))
 
     def div(self, a: Any, b: Any, activation: str | None = None) -> Operand:
-        return self.op("DIV", a, b, activationType=_FUSE[activation])
+        return self.op("DIV", a, b, activationType=_fuse(activation))
 
     def maximum(self, a: Any, b: Any) -> Operand:
         return self.op("MAXIMUM", a, b)
@@ -509,14 +509,14 @@ class Model:
     def matmul(self, a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
                activation: str | None = None) -> Operand:
         return self.op("MATMUL", a, b, transposeA=transpose_a, transposeB=transpose_b,
-                       activationType=_FUSE[activation])
+                       activationType=_fuse(activation))
 
     def fully_connected(self, x: Any, weight: Any, bias: Any = None,
                         activation: str | None = None) -> Operand:
         """y = x · weightᵀ + bias, weight [out, in]."""
         if bias is None:
-            return self.op("FULL_CONNECTION", x, weight, activationType=_FUSE[activation])
-        return self.op("FULL_CONNECTION", x, weight, bias, activationType=_FUSE[activation],
+            return self.op("FULL_CONNECTION", x, weight, activationType=_fuse(activation))
+        return self.op("FULL_CONNECTION", x, weight, bias, activationType=_fuse(activation),
                        hasBias=True)
 
     # activations and other shape-preserving operations
@@ -553,24 +553,25 @@ class Model:
 
     # convolution and pooling (NHWC; weights [out, kH, kW, in/group])
     def conv2d(self, x: Operand, weight: Any, bias: Any = None, *, stride: int | Sequence[int] = 1,
-               padding: str | Sequence[int] = "valid", dilation: int | Sequence[int] = 1,
+               padding: str | int | Sequence[int] = "valid", dilation: int | Sequence[int] = 1,
                group: int = 1, activation: str | None = None) -> Operand:
         w = self._as_operand(weight, x)
         b = self._as_operand(bias if bias is not None else np.zeros(w.shape[0], x.dtype), x)
         pad = _padding(padding)
-        return self.op("CONV2D", x, w, b, stride=_pair(stride), dilation=_pair(dilation),
-                       group=group, activationType=_FUSE[activation], **pad)
+        return self.op("CONV2D", x, w, b, stride=_pair(stride, "stride"),
+                       dilation=_pair(dilation, "dilation"), group=group,
+                       activationType=_fuse(activation), **pad)
 
     def max_pool(self, x: Operand, kernel: int | Sequence[int], stride: int | Sequence[int] | None = None,
-                 padding: str | Sequence[int] = "valid") -> Operand:
-        return self.op("MAX_POOL", x, kernelSize=_pair(kernel),
-                       strides=_pair(stride if stride is not None else kernel),
+                 padding: str | int | Sequence[int] = "valid") -> Operand:
+        return self.op("MAX_POOL", x, kernelSize=_pair(kernel, "kernel"),
+                       strides=_pair(stride if stride is not None else kernel, "stride"),
                        **_padding(padding, pool=True))
 
     def avg_pool(self, x: Operand, kernel: int | Sequence[int], stride: int | Sequence[int] | None = None,
-                 padding: str | Sequence[int] = "valid") -> Operand:
-        return self.op("AVG_POOL", x, kernelSize=_pair(kernel),
-                       strides=_pair(stride if stride is not None else kernel),
+                 padding: str | int | Sequence[int] = "valid") -> Operand:
+        return self.op("AVG_POOL", x, kernelSize=_pair(kernel, "kernel"),
+                       strides=_pair(stride if stride is not None else kernel, "stride"),
                        **_padding(padding, pool=True))
 
     # -- finishing ---------------------------------------------------------------------------------
@@ -621,15 +622,62 @@ def _u32(values: Sequence[int]) -> capi.OH_NN_UInt32Array:
     return capi.OH_NN_UInt32Array(data=values or None, size=len(values))
 
 
-def _pair(value: int | Sequence[int]) -> list[int]:
-    return [value, value] if isinstance(value, int) else list(value)
+def _bad_argument(why: str) -> NNRtError:
+    return NNRtError(OH_NN_ReturnCode.OH_NN_INVALID_PARAMETER, why)
 
 
-def _padding(padding: str | Sequence[int], pool: bool = False) -> dict[str, Any]:
-    """`"same"` / `"valid"` → a pad mode; 4 numbers → explicit [top, bottom, left, right]."""
+def _ints(value: Any, what: str) -> list[int]:
+    """An int or a sequence of ints (numpy integers too) as a list; NNRtError otherwise."""
+    items = [value] if isinstance(value, (int, np.integer)) else value
+    try:
+        out = [int(v) for v in items]
+        if any(not isinstance(v, (int, np.integer)) or isinstance(v, bool) for v in items):
+            raise TypeError
+    except TypeError:
+        raise _bad_argument(f"{what} must be an int or a sequence of ints, not {value!r}") \
+            from None
+    return out
+
+
+def _pair(value: int | Sequence[int], what: str = "value") -> list[int]:
+    """An int (both axes) or (height, width), as PyTorch and ONNX users write them."""
+    values = _ints(value, what)
+    if len(values) == 1:
+        values = values * 2
+    if len(values) != 2 or min(values) < 1:
+        raise _bad_argument(f"{what} must be a positive int or two (height, width), not {value!r}")
+    return values
+
+
+def _padding(padding: str | int | Sequence[int], pool: bool = False) -> dict[str, Any]:
+    """`"same"` / `"valid"` → a pad mode; an int → that padding on every side; (h, w) → h
+    above and below, w left and right (PyTorch's form); 4 ints → [top, bottom, left,
+    right]."""
     if isinstance(padding, str):
-        return {"padMode": {"same": 0, "valid": 1}[padding.lower()]}
-    return {"pad" if pool else "padList": list(padding)}
+        modes = {"same": 0, "valid": 1}
+        if padding.lower() not in modes:
+            raise _bad_argument(f"padding {padding!r}: 'same', 'valid', an int, (h, w) or "
+                                f"(top, bottom, left, right)")
+        return {"padMode": modes[padding.lower()]}
+    values = _ints(padding, "padding")
+    if len(values) == 1:
+        values = values * 4
+    elif len(values) == 2:
+        values = [values[0], values[0], values[1], values[1]]
+    if len(values) != 4 or min(values) < 0:
+        raise _bad_argument(f"padding {padding!r}: 'same', 'valid', an int, (h, w) or "
+                            f"(top, bottom, left, right), none negative")
+    return {"pad" if pool else "padList": values}
+
+
+def _fuse(activation: str | None) -> int:
+    """The fused activation's code; NNRtError naming the ones there are."""
+    key = activation.lower() if isinstance(activation, str) else activation
+    if key not in _FUSE:
+        known = ", ".join(repr(k) for k in _FUSE if k is not None)
+        raise _bad_argument(f"activation {activation!r} cannot be fused; one of {known} or "
+                            f"None (others: a separate op, e.g. Model.op('GELU', x))")
+    return _FUSE[key]
 
 
 def _param_values(specs: Mapping[int, ParamSpec],

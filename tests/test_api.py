@@ -303,3 +303,56 @@ def test_public_names():
         assert getattr(client, name) is not None
     assert issubclass(NNRtError, Exception)
     assert Compiled and Executor
+
+
+# -- arguments in the caller's terms --------------------------------------------------------
+
+
+def _conv_reference(x, w, b, pad):
+    """NHWC convolution, stride 1, padding [top, bottom, left, right], by loops over taps."""
+    t, bo, le, r = pad
+    xp = np.pad(x, ((0, 0), (t, bo), (le, r), (0, 0)))
+    kh, kw = w.shape[1:3]
+    oh, ow = xp.shape[1] - kh + 1, xp.shape[2] - kw + 1
+    y = np.zeros((x.shape[0], oh, ow, w.shape[0]), np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            y += np.einsum("nhwc,oc->nhwo", xp[:, i:i + oh, j:j + ow, :], w[:, i, j, :])
+    return (y + b).astype(np.float32)
+
+
+@pytest.mark.parametrize("padding, explicit", [
+    (1, [1, 1, 1, 1]), ((1, 2), [1, 1, 2, 2]), ([0, 1, 2, 0], [0, 1, 2, 0]),
+    (np.int64(1), [1, 1, 1, 1]),
+])
+def test_conv2d_takes_padding_as_pytorch_and_onnx_users_write_it(rt, padding, explicit):
+    x, w, b = f32(1, 5, 6, 3), f32(4, 3, 3, 3), f32(4)
+    m = Model()
+    m.outputs(m.conv2d(m.input(x.shape), w, b, padding=padding, stride=1, dilation=(1, 1)))
+    y = m.compile().executor().run(x)
+    np.testing.assert_allclose(y, _conv_reference(x, w, b, explicit), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m, x: m.conv2d(x, f32(4, 3, 3, 3), padding="full"), "padding 'full'"),
+    (lambda m, x: m.conv2d(x, f32(4, 3, 3, 3), padding=-1), "none negative"),
+    (lambda m, x: m.conv2d(x, f32(4, 3, 3, 3), padding=(1, 2, 3)), "(top, bottom, left, right)"),
+    (lambda m, x: m.conv2d(x, f32(4, 3, 3, 3), stride=0), "stride must be a positive int"),
+    (lambda m, x: m.conv2d(x, f32(4, 3, 3, 3), stride=1.5), "stride must be an int"),
+    (lambda m, x: m.conv2d(x, f32(4, 3, 3, 3), dilation=(1, 1, 1)), "dilation must be"),
+    (lambda m, x: m.max_pool(x, kernel="3"), "kernel must be an int"),
+    (lambda m, x: m.add(x, x, activation="gelu"), "activation 'gelu' cannot be fused"),
+])
+def test_bad_arguments_are_named_in_the_callers_terms(call, message):
+    m = Model()
+    with pytest.raises(NNRtError) as info:
+        call(m, m.input([1, 5, 6, 3]))
+    assert message in str(info.value)
+    assert info.value.code == OH_NN_INVALID_PARAMETER
+
+
+def test_fused_activation_names_are_case_insensitive(rt):
+    x = np.array([[-1.0, 2.0, 7.0]], np.float32)
+    m = Model()
+    m.outputs(m.add(m.input(x.shape), x, activation="ReLU6"))
+    np.testing.assert_array_equal(m.compile().executor().run(x), [[0.0, 4.0, 6.0]])
