@@ -31,7 +31,7 @@ from tests.test_hardening_channel import FLOODER, ROOT, Steady, _rss_mb
 LOAD_PROCESSES = 4
 SESSIONS_PER_PROCESS = 50
 RUNS_PER_SESSION = 40
-FLOOD = 20000  # Runs the flooder sends without waiting
+FLOOD = 50000  # Runs the flooder sends without waiting (enough to outlast 200 prepares)
 
 LOAD_CLIENT = textwrap.dedent("""
     import json, sys, threading, time
