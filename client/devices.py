@@ -17,7 +17,7 @@ Decisions:
   used (`client()`), and is then shared by everything in this process that uses the device;
   when the driver dies that connection is dropped, and the next `client()` call reconnects
   if a driver of the same identity serves again (checked on the session itself).
-* **Which runtime directory** (`DeviceRegistry.directory`): chosen once per registry by
+* **Which runtime directory** (`DeviceRegistry.choose_directory()`): chosen once per registry by
   client/embedded.py's rules: the configured one, or the private directory of embedded
   default drivers when the configured one shows no sign of a driver or device manager.
 """
@@ -181,14 +181,14 @@ class DeviceRegistry:
         self._chosen: Path | None = None  # the directory chosen once (client/embedded.py)
         self._embedding = threading.Lock()
 
-    @property
-    def directory(self) -> Path:
-        """The runtime directory in force; for the environment's default one with no
-        driver in it, the private directory of embedded default drivers started once for
-        this process (client/embedded.py; NNRT_NO_EMBEDDED=1 switches that off).
+    def choose_directory(self) -> Path:
+        """The runtime directory in force, chosen once — and for the environment's default
+        one with no driver in it, the embedded default drivers STARTED here, in a private
+        directory, for this process (client/embedded.py; NNRT_NO_EMBEDDED=1 switches that
+        off). A method, not a property: it may start processes.
 
-        Chosen once, on first use (it may wait, bounded, for a driver or device manager that
-        is starting): a driver that restarts later is waited for, never replaced."""
+        On first use it may wait, bounded, for a driver or device manager that is starting;
+        a driver that restarts later is waited for, never replaced."""
         if self._directory is not None:
             return self._directory
         chosen = self._chosen
@@ -210,7 +210,7 @@ class DeviceRegistry:
     def devices(self) -> list[Device]:
         """Every device whose driver answers now, in a stable order (by driver name). Opens
         no session: see the module docstring."""
-        directory = self.directory
+        directory = self.choose_directory()
         found = []
         for driver in driver_names(directory):
             with self._lock:
