@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
-from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from nnrt.protos import admin_pb2 as apb
-from nnrt.protos import admin_pb2_grpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.errors import (
     HDF_ERR_INVALID_PARAM,
@@ -25,28 +21,10 @@ from nnrt.server.errors import (
     NNRT_SUCCESS,
 )
 from tests.conftest import start_driver, wait_until
-from tests.test_driver_process import add_model, io
+from tests.helpers.admin import set_faults, status
+from tests.helpers.hdi_models import add_model, io
 
 ADMIN_SERVICE = "nnrt.admin.v1.NnrtAdmin"
-
-
-@contextmanager
-def admin(driver) -> Iterator[admin_pb2_grpc.NnrtAdminStub]:
-    """An admin stub on a plain channel: no session, no metadata."""
-    with grpc.insecure_channel(f"unix:{driver.grpc_path}") as channel:
-        yield admin_pb2_grpc.NnrtAdminStub(channel)
-
-
-def status(driver) -> apb.DriverStatus:
-    with admin(driver) as stub:
-        reply = stub.GetStatus(empty_pb2.Empty(), timeout=5)
-    assert reply.returnCode == 0
-    return reply
-
-
-def set_faults(driver, **fields) -> apb.FaultReply:
-    with admin(driver) as stub:
-        return stub.SetFaults(apb.FaultConfig(**fields), timeout=5)
 
 
 def session_of(reply: apb.DriverStatus, session_id: int) -> apb.SessionStatus | None:

@@ -21,6 +21,7 @@ from nnrt.client.capi import (
 )
 from tests.capi.util_executor import use_runtime
 from tests.conftest import in_threads, start_driver
+from tests.helpers.api_models import mlp_model
 
 RNG = np.random.default_rng(5)
 
@@ -33,15 +34,6 @@ def f32(*shape):
 def rt(shared_driver, monkeypatch):
     with use_runtime(monkeypatch, shared_driver.runtime_dir):
         yield shared_driver
-
-
-def mlp_model(w1, b1, w2):
-    """x -> fully connected + ReLU -> fully connected -> softmax (the recovery tests' too)."""
-    m = Model()
-    x = m.input([None, w1.shape[1]], name="x")
-    h = m.fully_connected(x, w1, b1, activation="relu")
-    m.outputs(m.softmax(m.fully_connected(h, w2)))
-    return m
 
 
 def mlp_reference(x, w1, b1, w2):

@@ -24,6 +24,7 @@ from nnrt.client import Model, api, cli, model_file
 from nnrt.client.commands import common
 from nnrt.client.commands.common import EXIT_CODES, probe_driver
 from tests.conftest import start_driver, wait_until
+from tests.helpers.cli import SOURCE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("demo", "devmgr", "devices", "status", "run", "bench", "compile", "convert")
@@ -213,10 +214,6 @@ def test_no_device_is_3_for_the_demo_too(runtime_dir):
 
 
 # -- help texts -----------------------------------------------------------------------------------
-
-# What a pip-installed user does not have: the checkout's source files and folders.
-SOURCE_NAMES = re.compile(r"\.py\b|\.\./|\bshared/|\bbenchmarks\b|\b(?:client|server|drivers|"
-                          r"deploy|tests|protos)/|\bREADME\b|\./dev\b")
 
 
 @pytest.mark.parametrize("argv", [[]] + [[c] for c in COMMANDS])

@@ -25,8 +25,8 @@ from nnrt.client.commands.run import output_file_names
 from nnrt.client.hdi_model import HdiModelBuilder
 from nnrt.protos import node_attrs_pb2 as na
 from tests.conftest import start_driver
+from tests.helpers.cli import CLI_TIMEOUT, nnrt
 
-CLI_TIMEOUT = 60  # s, a bound on every command (each takes well under 2 s)
 SIZES = (16, 32, 10)
 
 
@@ -75,16 +75,6 @@ def saved(tmp_path_factory) -> dict[str, Path]:
         with build() as model:
             paths[name] = model_file.save_model(model.handle, directory / f"{name}.nnrt")
     return paths
-
-
-def nnrt(*args: str | Path, runtime_dir: Path, cwd: Path | None = None,
-         **env: str) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "NNRT_RUNTIME_DIR": str(runtime_dir), **env}
-    if "NNRT_NO_EMBEDDED" not in env:
-        environment["NNRT_NO_EMBEDDED"] = "1"  # a test that wants the embedded driver says so
-    return subprocess.run([sys.executable, "-m", "nnrt.client.cli", *map(str, args)],
-                          env=environment, cwd=cwd, capture_output=True, text=True,
-                          timeout=CLI_TIMEOUT)
 
 
 def nnrt_each(argvs: list[tuple], runtime_dir: Path) -> list[subprocess.CompletedProcess]:

@@ -178,7 +178,7 @@ def test_unknown_driver_no_devmgr_and_bad_usage(tmp_path, devmgrs, capsys, runti
 @pytest.mark.parametrize("argv", [["devmgr", a] for a in ("stop", "start", "restart")]
                          + [["fault"], ["fault", "set"], ["fault", "clear"], ["fault", "show"]])
 def test_help_of_the_control_commands(argv, capsys):
-    from tests.test_cli_polish import SOURCE_NAMES
+    from tests.helpers.cli import SOURCE_NAMES
 
     with pytest.raises(SystemExit) as exit_:
         cli.main([*argv, "--help"])

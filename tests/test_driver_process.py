@@ -15,42 +15,10 @@ import pytest
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from nnrt.client.hdi import DriverClient
-from nnrt.client.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.errors import NNRT_SUCCESS
-from tests.conftest import RunningDriver, health_status, start_driver, wait_until
-
-
-def add_model(n: int = 4) -> HdiModelBuilder:
-    b = HdiModelBuilder("add")
-    x = b.input("x", np.float32, [n])
-    w = b.constant("w", np.arange(n, dtype=np.float32))
-    y = b.tensor("y", np.float32, [n])
-    b.node(na.NODE_TYPE_ADD_FUSION, [x, w], [y])
-    b.mark_outputs(y)
-    return b
-
-
-def io(memory, n: int) -> ht.IOTensor:
-    return ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=[n], format=ht.FORMAT_NONE,
-                       data=memory.descriptor())
-
-
-def expect_run_abandoned(driver: RunningDriver, client: DriverClient) -> None:
-    """A run with a 0.2 s deadline on a driver started with `--fault-run-delay-ms 3000`: the
-    client gives up at its deadline (TimeoutError) and the driver abandons the run during
-    its injected delay (its log says so)."""
-    model_id = add_model().prepare(client)
-    _, x = client.allocate_buffer(16)
-    _, y = client.allocate_buffer(16)
-    started = time.monotonic()
-    with pytest.raises(TimeoutError):
-        client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=0.2)
-    assert time.monotonic() - started < 0.5
-    assert wait_until(lambda: "abandoned during its injected delay" in driver.log(), 2.0)
-    x.close(), y.close()
+from tests.conftest import health_status, start_driver
+from tests.helpers.hdi_models import add_model, io
 
 
 def test_sockets_are_0660_and_named_after_the_driver(runtime_dir):

@@ -22,9 +22,9 @@ from nnrt.server.errors import (
     NNRT_SUCCESS,
 )
 from tests.conftest import health_status, start_driver, wait_until
-from tests.test_admin import set_faults, status
-from tests.test_driver_process import add_model, io
-from tests.test_model_cache import exported_blobs, prepare_from
+from tests.helpers.admin import set_faults, status
+from tests.helpers.hdi_models import add_model, io
+from tests.helpers.model_cache import exported_blobs, prepare_from
 
 
 def _ready_to_run(client):

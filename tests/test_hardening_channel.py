@@ -14,7 +14,6 @@ import resource
 import socket
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from contextlib import contextmanager
@@ -35,72 +34,13 @@ from nnrt.server.errors import (
 from nnrt.server.sessions import ChannelPolicy
 
 from tests.conftest import memfd_mappings, open_fds, start_driver, wait_until
-from tests.test_driver_process import add_model, io
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class Steady:
-    """A well-behaved client: the add model run in a loop on a thread of its own, every
-    result checked, the longest run timed."""
-
-    def __init__(self, driver) -> None:
-        self.client = driver.client()
-        self.model = add_model().prepare(self.client)
-        _, self.x = self.client.allocate_buffer(16)
-        _, self.y = self.client.allocate_buffer(16)
-        self.runs = 0
-        self.failures: list[object] = []
-        self.longest = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="steady", daemon=True)
-
-    def run_once(self) -> None:
-        value = float(self.runs % 1000)
-        self.x.array(np.float32, [4])[:] = value
-        started = time.monotonic()
-        reply = self.client.run(self.model, [io(self.x, 4)], [io(self.y, 4)], timeout=10)
-        self.longest = max(self.longest, time.monotonic() - started)
-        if reply.returnCode != NNRT_SUCCESS:
-            self.failures.append(f"run {self.runs}: returnCode {reply.returnCode}")
-        elif not np.array_equal(self.y.array(np.float32, [4]), value + np.arange(4)):
-            self.failures.append(f"run {self.runs}: wrong result {self.y.array(np.float32, [4])}")
-        self.runs += 1
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception as exc:  # noqa: BLE001 - reported by check()
-                self.failures.append(exc)
-            time.sleep(0.002)
-
-    def check(self, min_runs: int = 1) -> None:
-        assert not self.failures, self.failures[:5]
-        assert self.runs >= min_runs
-
-    def __enter__(self) -> Steady:
-        self.run_once()  # warm: the first run compiles nothing later runs would wait for
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(15)
-        self.x.close(), self.y.close()
-        self.client.close()
+from tests.helpers.channel_load import FLOODER, ROOT, Steady, rss_mb
+from tests.helpers.hdi_models import add_model, io
 
 
 def _back_to(pid: int, fds_before: set[str], maps_before: list[str]) -> bool:
     """No fd the process did not have before, and exactly the memfd mappings it had."""
     return open_fds(pid) <= fds_before and memfd_mappings(pid) == maps_before
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
 
 
 def _raw_session(driver, timeout: float = 5.0) -> socket.socket:
@@ -231,47 +171,10 @@ def test_sessions_that_never_read_are_dropped_and_stall_nobody(driver):
         assert driver.log().count("ended: freed") >= 3
 
 
-FLOODER = textwrap.dedent("""
-    import json, sys
-    from collections import Counter
-    from pathlib import Path
-    from nnrt.client.hdi import DriverClient, _Waiter, run_request_bytes
-    from nnrt.protos import hdi_pb2 as pb
-    from nnrt.server import session_channel as channel
-    from tests.test_driver_process import add_model, io
-
-    client = DriverClient.connect(sys.argv[2], Path(sys.argv[1]))
-    model = add_model().prepare(client)
-    _, x = client.allocate_buffer(16)
-    _, y = client.allocate_buffer(16)
-    data = run_request_bytes(model, [io(x, 4)], [io(y, 4)])
-    # Run packets as fast as the socket takes them, never waiting for a reply (the
-    # session's watcher thread reads them meanwhile).
-    waiters = []
-    for _ in range(int(sys.argv[3])):
-        seq = next(client._seq)
-        waiter = _Waiter()
-        client._waiters[seq] = waiter
-        try:
-            client._sock.send(channel.RUN + channel.RUN_REQUEST.pack(seq, 10000) + data)
-        except OSError:
-            break
-        waiters.append(waiter)
-    codes, unanswered = Counter(), 0
-    for waiter in waiters:
-        if waiter.wait(20) and waiter.answered:
-            codes[pb.RunReply.FromString(waiter.reply).returnCode] += 1
-        else:
-            unanswered += 1
-    print(json.dumps({"sent": len(waiters), "codes": codes, "unanswered": unanswered,
-                      "alive": client.alive}), flush=True)
-""")
-
-
 def test_a_run_flood_from_one_client_is_capped_and_others_run(driver):
     with Steady(driver) as steady:
         time.sleep(0.2)
-        rss_before = _rss_mb(driver.pid)
+        rss_before = rss_mb(driver.pid)
         fds_before, maps_before = open_fds(driver.pid), memfd_mappings(driver.pid)
         flooder = subprocess.Popen(
             [sys.executable, "-c", FLOODER, str(driver.runtime_dir), driver.name, "20000"],
@@ -279,7 +182,7 @@ def test_a_run_flood_from_one_client_is_capped_and_others_run(driver):
         rss_peak = rss_before
         try:
             while flooder.poll() is None:
-                rss_peak = max(rss_peak, _rss_mb(driver.pid))
+                rss_peak = max(rss_peak, rss_mb(driver.pid))
                 time.sleep(0.05)
             out = flooder.stdout.read()
         finally:

@@ -28,8 +28,8 @@ from nnrt.server.stats import RunStats
 
 from tests.conftest import health_status, start_driver, wait_until
 from tests.devmgr_util import pid_alive, processes_using, start_devmgr
-from tests.test_admin import set_faults
-from tests.test_driver_process import add_model, io
+from tests.helpers.admin import set_faults
+from tests.helpers.hdi_models import add_model, io
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING

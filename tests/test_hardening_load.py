@@ -5,7 +5,7 @@ it held before, and its memory is back near its baseline.
 Real processes throughout: one CPU driver; `LOAD_PROCESSES` client processes with
 `SESSIONS_PER_PROCESS` sessions each (one thread per session), all 200 open at once before
 any of them runs (a file in the test's directory is their starting signal), each running
-small checked Runs one at a time; the flooder of tests/test_hardening_channel.py sending
+small checked Runs one at a time; the flooder of tests/helpers/channel_load.py sending
 Runs without waiting; and `Steady`, the well-behaved client, checking every result
 throughout. The figures of 100 000 runs (RSS and fds flat over time) are
 `benchmarks/soak.py`'s."""
@@ -26,7 +26,7 @@ from google.protobuf import empty_pb2
 from nnrt.protos import admin_pb2_grpc
 from nnrt.server.errors import NNRT_DEVICE_BUSY, NNRT_SUCCESS
 from tests.conftest import memfd_mappings, open_fds, wait_until
-from tests.test_hardening_channel import FLOODER, ROOT, Steady, _rss_mb
+from tests.helpers.channel_load import FLOODER, ROOT, Steady, rss_mb
 
 LOAD_PROCESSES = 4
 SESSIONS_PER_PROCESS = 50
@@ -38,7 +38,7 @@ LOAD_CLIENT = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     from nnrt.client.hdi import DriverClient
-    from tests.test_driver_process import add_model, io
+    from tests.helpers.hdi_models import add_model, io
 
     directory, name, sessions, runs, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), \\
         int(sys.argv[4]), Path(sys.argv[5])
@@ -122,7 +122,7 @@ def _at_baseline(driver, fds: set[str], maps: list[str], threads: int) -> bool:
 def test_200_concurrent_clients_and_a_flood_a_well_behaved_client_never_fails(driver, tmp_path):
     with Steady(driver) as steady:
         time.sleep(0.2)
-        rss_before = _rss_mb(driver.pid)
+        rss_before = rss_mb(driver.pid)
         fds_before, maps_before, threads_before = _baseline(driver)
         go = tmp_path / "go"
         loaders = [subprocess.Popen(
@@ -142,7 +142,7 @@ def test_200_concurrent_clients_and_a_flood_a_well_behaved_client_never_fails(dr
             go.touch()
             rss_peak, most_sessions = rss_before, 0
             while any(p.poll() is None for p in (*loaders, flooder)):
-                rss_peak = max(rss_peak, _rss_mb(driver.pid))
+                rss_peak = max(rss_peak, rss_mb(driver.pid))
                 if all(p.poll() is None for p in (*loaders, flooder)):
                     most_sessions = max(most_sessions, _sessions(driver))
                 time.sleep(0.05)
@@ -179,7 +179,7 @@ def test_200_concurrent_clients_and_a_flood_a_well_behaved_client_never_fails(dr
                           10), (open_fds(driver.pid) - fds_before, _threads(driver.pid),
                                 threads_before)
         assert _sessions(driver) == 1
-        rss_after = _rss_mb(driver.pid)
+        rss_after = rss_mb(driver.pid)
         assert rss_after - rss_before < 25, (rss_before, rss_peak, rss_after)
         print(f"200 sessions x {RUNS_PER_SESSION} runs + a {FLOOD}-run flood: driver RSS "
               f"{rss_before:.1f} -> peak {rss_peak:.1f} -> {rss_after:.1f} MB; steady: "

@@ -34,7 +34,7 @@ from nnrt.server.runtime_dir import grpc_socket, session_socket
 from tests.capi.util_executor import use_runtime
 from tests.conftest import health_status, wait_until
 from tests.devmgr_util import pid_alive, processes_using, start_devmgr
-from tests.test_api import mlp_model
+from tests.helpers.api_models import mlp_model
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 RNG = np.random.default_rng(14)

@@ -22,7 +22,7 @@ from nnrt.server.runtime_dir import lock_holder, lock_path
 
 from tests.conftest import start_driver
 from tests.devmgr_util import WAIT, config_text, processes_using, start_devmgr
-from tests.test_metrics import _port, _scrape, _value
+from tests.helpers.metrics import metrics_port, scrape, value
 
 MIB = 1 << 20
 
@@ -144,7 +144,7 @@ def test_standby_in_status_and_metrics(tmp_path, devmgrs, capsys):
         kind = "cpu"
     """), args=("--metrics-address", "127.0.0.1:0"))
     devmgrs.append(devmgr)
-    port = _port(devmgr)
+    port = metrics_port(devmgr)
     rt = str(devmgr.runtime_dir)
     cpu = devmgr.wait_drivers(lambda ds: ds["cpu"]["state"] == "ready"
                               and ds["plain"]["state"] == "ready"
@@ -162,14 +162,14 @@ def test_standby_in_status_and_metrics(tmp_path, devmgrs, capsys):
     assert cli.main(["status", "--runtime-dir", rt]) == 0
     out = capsys.readouterr().out
     assert "STANDBY" in out and f"ready (pid {spare})" in out
-    samples = _scrape(port)
+    samples = scrape(port)
     labels = {"driver": "cpu", "kind": "cpu"}
-    assert _value(samples, "nnrt_driver_standby_ready", **labels) == 1
-    assert _value(samples, "nnrt_driver_standby_takeovers_total", **labels) == 0
+    assert value(samples, "nnrt_driver_standby_ready", **labels) == 1
+    assert value(samples, "nnrt_driver_standby_takeovers_total", **labels) == 0
     assert ("nnrt_driver_standby_ready", frozenset({"driver": "plain", "kind": "cpu"}.items())) \
         not in samples  # standby off: no series
-    assert _value(samples, "nnrt_driver_shared_memory_budget_bytes", **labels) > 0
-    assert _value(samples, "nnrt_driver_model_memory_limit_bytes", **labels) > 0
+    assert value(samples, "nnrt_driver_shared_memory_budget_bytes", **labels) > 0
+    assert value(samples, "nnrt_driver_model_memory_limit_bytes", **labels) > 0
 
     os.kill(live, signal.SIGKILL)
     after = devmgr.wait_drivers(
@@ -178,15 +178,15 @@ def test_standby_in_status_and_metrics(tmp_path, devmgrs, capsys):
     )["cpu"]
     assert after["pid"] == spare
     assert lock_holder(lock_path(devmgr.runtime_dir, "cpu")) == spare  # taken at its go
-    samples = _scrape(port)
-    assert _value(samples, "nnrt_driver_standby_takeovers_total", **labels) == 1
+    samples = scrape(port)
+    assert value(samples, "nnrt_driver_standby_takeovers_total", **labels) == 1
     assert cli.main(["status", "--runtime-dir", rt]) == 0
     assert "  cpu: 1 takeover by its standby" in capsys.readouterr().out
 
     # an operator's restart keeps the count (a counter, not reset by the new supervisor)
     assert cli.main(["devmgr", "restart", "cpu", "--runtime-dir", rt]) == 0
     assert devmgr.drivers()["cpu"]["takeovers"] == 1
-    assert _value(_scrape(port), "nnrt_driver_standby_takeovers_total", **labels) == 1
+    assert value(scrape(port), "nnrt_driver_standby_takeovers_total", **labels) == 1
     assert devmgr.stop() == 0
     assert processes_using(devmgr.runtime_dir) == []
 

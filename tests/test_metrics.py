@@ -5,16 +5,12 @@ device manager scraped over HTTP while its driver runs, fails runs and restarts.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
-import time
-import urllib.request
 
 import numpy as np
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from nnrt.client.cli import build_parser
 from nnrt.client.hdi import DriverClient
@@ -22,7 +18,8 @@ from nnrt.server import metrics
 from nnrt.server.errors import NNRT_SUCCESS
 from nnrt.server.stats import LATENCY_BUCKETS, RunStats
 from tests.devmgr_util import WAIT, config_text, start_devmgr
-from tests.test_driver_process import add_model, io
+from tests.helpers.hdi_models import add_model, io
+from tests.helpers.metrics import metrics_port, scrape, value
 
 
 # -- no processes ---------------------------------------------------------------------------
@@ -77,30 +74,6 @@ def test_run_latency_histogram_counts_completed_runs_into_fixed_buckets(monkeypa
 # -- a device manager scraped over HTTP -------------------------------------------------------
 
 
-def _scrape(port: int) -> dict[tuple[str, frozenset], float]:
-    """Every sample of /metrics: (name, labels) -> value."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-        assert reply.status == 200
-        text = reply.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def _value(samples, name: str, **labels) -> float:
-    return samples[(name, frozenset(labels.items()))]
-
-
-def _port(devmgr) -> int:
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        found = re.search(r"Prometheus metrics on http://127\.0\.0\.1:(\d+)/metrics", devmgr.log())
-        if found:
-            return int(found.group(1))
-        assert devmgr.proc.poll() is None, devmgr.log()
-        time.sleep(0.05)
-    raise AssertionError(f"no metrics address logged:\n{devmgr.log()}")
-
-
 def test_devmgr_serves_per_driver_metrics(tmp_path, devmgrs):
     devmgr = start_devmgr(tmp_path, config_text("""
         [drivers.cpu]
@@ -110,7 +83,7 @@ def test_devmgr_serves_per_driver_metrics(tmp_path, devmgrs):
         restart = "never"
     """), args=("--metrics-address", "127.0.0.1:0"))  # port 0: a free one, logged
     devmgrs.append(devmgr)
-    port = _port(devmgr)
+    port = metrics_port(devmgr)
     drivers = devmgr.wait_ready("cpu", "other")
     cpu = {"driver": "cpu", "kind": "cpu"}
 
@@ -124,31 +97,31 @@ def test_devmgr_serves_per_driver_metrics(tmp_path, devmgrs):
                 NNRT_SUCCESS
         assert client.run(model + 99, [io(x, 4)], [io(y, 4)], timeout=10).returnCode != \
             NNRT_SUCCESS  # an unknown prepared model: a failed run
-        samples = _scrape(port)
+        samples = scrape(port)
         x.close(), y.close()
 
-    assert _value(samples, "nnrt_devmgr_up") == 1
-    assert _value(samples, "nnrt_driver_state", state="ready", **cpu) == 1
-    assert _value(samples, "nnrt_driver_state", state="failed", **cpu) == 0
-    assert _value(samples, "nnrt_driver_restarts_total", **cpu) == 0
-    assert _value(samples, "nnrt_driver_status_up", **cpu) == 1
-    assert _value(samples, "nnrt_driver_runs_total", outcome="completed", **cpu) == 25
-    assert _value(samples, "nnrt_driver_runs_total", outcome="failed", **cpu) == 1
-    assert _value(samples, "nnrt_driver_runs_total", outcome="abandoned", **cpu) == 0
-    assert _value(samples, "nnrt_driver_runs_in_flight", **cpu) == 0
-    assert _value(samples, "nnrt_driver_run_latency_seconds_count", **cpu) == 25
-    assert _value(samples, "nnrt_driver_run_latency_seconds_bucket", le="+Inf", **cpu) == 25
-    assert 0 < _value(samples, "nnrt_driver_run_latency_seconds_sum", **cpu) < 25 * 1.0
-    buckets = [_value(samples, "nnrt_driver_run_latency_seconds_bucket", le=repr(b), **cpu)
+    assert value(samples, "nnrt_devmgr_up") == 1
+    assert value(samples, "nnrt_driver_state", state="ready", **cpu) == 1
+    assert value(samples, "nnrt_driver_state", state="failed", **cpu) == 0
+    assert value(samples, "nnrt_driver_restarts_total", **cpu) == 0
+    assert value(samples, "nnrt_driver_status_up", **cpu) == 1
+    assert value(samples, "nnrt_driver_runs_total", outcome="completed", **cpu) == 25
+    assert value(samples, "nnrt_driver_runs_total", outcome="failed", **cpu) == 1
+    assert value(samples, "nnrt_driver_runs_total", outcome="abandoned", **cpu) == 0
+    assert value(samples, "nnrt_driver_runs_in_flight", **cpu) == 0
+    assert value(samples, "nnrt_driver_run_latency_seconds_count", **cpu) == 25
+    assert value(samples, "nnrt_driver_run_latency_seconds_bucket", le="+Inf", **cpu) == 25
+    assert 0 < value(samples, "nnrt_driver_run_latency_seconds_sum", **cpu) < 25 * 1.0
+    buckets = [value(samples, "nnrt_driver_run_latency_seconds_bucket", le=repr(b), **cpu)
                for b in LATENCY_BUCKETS]
     assert buckets == sorted(buckets)  # cumulative
-    assert _value(samples, "nnrt_driver_sessions", **cpu) == 1
-    assert _value(samples, "nnrt_driver_buffers", **cpu) == 2
-    assert _value(samples, "nnrt_driver_buffer_bytes", **cpu) == 16 + 4096
-    assert _value(samples, "nnrt_driver_prepared_models", **cpu) == 1
-    assert _value(samples, "nnrt_driver_sessions", driver="other", kind="cpu") == 0
-    assert _value(samples, "nnrt_driver_uptime_seconds", **cpu) > 0
-    assert _value(samples, "process_open_fds") > 0  # the device manager's own
+    assert value(samples, "nnrt_driver_sessions", **cpu) == 1
+    assert value(samples, "nnrt_driver_buffers", **cpu) == 2
+    assert value(samples, "nnrt_driver_buffer_bytes", **cpu) == 16 + 4096
+    assert value(samples, "nnrt_driver_prepared_models", **cpu) == 1
+    assert value(samples, "nnrt_driver_sessions", driver="other", kind="cpu") == 0
+    assert value(samples, "nnrt_driver_uptime_seconds", **cpu) > 0
+    assert value(samples, "process_open_fds") > 0  # the device manager's own
 
     # A restarted driver: restarts counted, its process's run counters start again; one
     # not restarted (restart = "never": failed) is no longer read (status_up 0).
@@ -156,14 +129,14 @@ def test_devmgr_serves_per_driver_metrics(tmp_path, devmgrs):
     os.kill(drivers["other"]["pid"], signal.SIGKILL)
     devmgr.wait_drivers(lambda ds: ds["cpu"]["state"] == "ready" and ds["cpu"]["restarts"] == 1
                         and ds["other"]["state"] == "failed", "cpu restarted, other failed")
-    samples = _scrape(port)
-    assert _value(samples, "nnrt_driver_restarts_total", **cpu) == 1
-    assert _value(samples, "nnrt_driver_runs_total", outcome="completed", **cpu) == 0
-    assert _value(samples, "nnrt_driver_sessions", **cpu) == 0
+    samples = scrape(port)
+    assert value(samples, "nnrt_driver_restarts_total", **cpu) == 1
+    assert value(samples, "nnrt_driver_runs_total", outcome="completed", **cpu) == 0
+    assert value(samples, "nnrt_driver_sessions", **cpu) == 0
     other = {"driver": "other", "kind": "cpu"}
-    assert _value(samples, "nnrt_driver_state", state="failed", **other) == 1
-    assert _value(samples, "nnrt_driver_state", state="ready", **other) == 0
-    assert _value(samples, "nnrt_driver_status_up", **other) == 0
+    assert value(samples, "nnrt_driver_state", state="failed", **other) == 1
+    assert value(samples, "nnrt_driver_state", state="ready", **other) == 0
+    assert value(samples, "nnrt_driver_status_up", **other) == 0
     assert ("nnrt_driver_runs_total", frozenset({**other, "outcome": "completed"}.items())) \
         not in samples
 

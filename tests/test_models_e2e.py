@@ -5,60 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnrt.client.demo import mlp_weights, numpy_mlp
 from nnrt.client.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.errors import NNRT_SUCCESS
-
-RNG = np.random.default_rng(2024)
-
-
-def mlp(batch: int, sizes: tuple[int, int, int], seed: int = 7):
-    """An HDI MLP (FullConnection+ReLU, FullConnection, Softmax) and its numpy reference."""
-    n_in, n_hidden, n_out = sizes
-    w1, b1, w2, b2 = mlp_weights(sizes, seed)
-    b = HdiModelBuilder("mlp")
-    x = b.input("x", np.float32, [batch, n_in])
-    h = b.tensor("hidden", np.float32, [batch, n_hidden])
-    logits = b.tensor("logits", np.float32, [batch, n_out])
-    probs = b.tensor("probabilities", np.float32, [batch, n_out])
-    b.node(na.NODE_TYPE_FULL_CONNECTION, [x, b.constant("w1", w1), b.constant("b1", b1)], [h],
-           na.FullConnection(hasBias=True, activationType=ht.ACTIVATION_TYPE_RELU))
-    b.node(na.NODE_TYPE_FULL_CONNECTION, [h, b.constant("w2", w2), b.constant("b2", b2)],
-           [logits], na.FullConnection(hasBias=True))
-    b.node(na.NODE_TYPE_SOFTMAX, [logits], [probs], na.Softmax(axis=[-1]))
-    b.mark_outputs(probs)
-
-    return b, lambda inputs: numpy_mlp(inputs, w1, b1, w2, b2)
-
-
-def f32(*shape, scale=1.0):
-    return (RNG.standard_normal(shape) * scale).astype(np.float32)
-
-
-def run(client, builder, inputs, output_shapes, dynamic=False):
-    model_id = builder.prepare(client)
-    ins, outs, memories = [], [], []
-    for array in inputs:
-        _, memory = client.allocate_buffer(array.nbytes)
-        memory.array(array.dtype, array.shape)[:] = array
-        memories.append(memory)
-        ins.append(ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=array.shape,
-                               format=builder.tensors[builder.inputs[len(ins)]].format,
-                               data=memory.descriptor()))
-    for shape, index in zip(output_shapes, builder.outputs):
-        _, memory = client.allocate_buffer(int(np.prod(shape)) * 4)
-        memories.append(memory)
-        outs.append(ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=shape,
-                                format=builder.tensors[index].format, data=memory.descriptor()))
-    reply = client.run(model_id, ins, outs, timeout=30)
-    assert reply.returnCode == NNRT_SUCCESS
-    assert [list(d.values) for d in reply.outputDims] == [list(s) for s in output_shapes]
-    results = [m.array(np.float32, s).copy() for m, s in zip(memories[len(inputs):], output_shapes)]
-    for memory in memories:
-        memory.close()
-    return results
+from tests.helpers.hdi_models import conv_nhwc_reference, f32, mlp, run
 
 
 def test_mlp_matches_numpy(client):
@@ -82,24 +33,6 @@ def test_mlp_with_a_dynamic_batch(client):
         expected = np.array([[sum(float(inputs[n, k]) * float(w[o, k]) for k in range(6))
                               for o in range(3)] for n in range(batch)])
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
-
-
-def conv_nhwc_reference(x, w, bias, stride, pad):
-    """Direct convolution by loops: x [N,H,W,C], w [O,kh,kw,C], pad [top,bottom,left,right]."""
-    n, h, wd, c = x.shape
-    o, kh, kw, _ = w.shape
-    xp = np.zeros((n, h + pad[0] + pad[1], wd + pad[2] + pad[3], c))
-    xp[:, pad[0]:pad[0] + h, pad[2]:pad[2] + wd, :] = x
-    oh = (xp.shape[1] - kh) // stride + 1
-    ow = (xp.shape[2] - kw) // stride + 1
-    out = np.zeros((n, oh, ow, o))
-    for b in range(n):
-        for i in range(oh):
-            for j in range(ow):
-                patch = xp[b, i * stride:i * stride + kh, j * stride:j * stride + kw, :]
-                for k in range(o):
-                    out[b, i, j, k] = float((patch * w[k]).sum()) + bias[k]
-    return out
 
 
 def test_small_cnn_matches_loops(client):

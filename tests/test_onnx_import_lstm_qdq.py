@@ -13,7 +13,7 @@ from nnrt.client import InferenceSession, Model
 from nnrt.client.onnx_import import OnnxImportError, import_onnx
 from onnx import TensorProto, helper
 
-from tests.test_onnx_import import _shape_subgraph, check, f32, make, ours, reference
+from tests.helpers.onnx_models import check, f32, make, ours, reference, shape_subgraph
 
 F = TensorProto.FLOAT
 
@@ -200,7 +200,7 @@ def test_gru_and_rnn_stay_refused():
 def test_lstm_dynamic_sequence_and_batch_through_nnrt_run(cpu_runtime, tmp_path):
     """Both dynamic: Y's [seq, batch, D, H] reshape copies the two (0 in OH_NN's Reshape);
     `nnrt run` sizes dynamic outputs from the driver's answer. Inputs and outputs as .npz."""
-    from tests.test_cli_run_bench import nnrt
+    from tests.helpers.cli import nnrt
 
     model, _ = lstm_model(direction="bidirectional")
     axes = {"x": (0, 1), "h0": (None, 1), "c0": (None, 1), "y": (0, 2), "y_h": (None, 1),
@@ -270,7 +270,7 @@ def test_shape_of_a_channels_last_tensor(runtime):
 
 
 def test_shape_subgraph_with_a_dynamic_batch(runtime):
-    model, _ = _shape_subgraph()
+    model, _ = shape_subgraph()
     _dynamic(model, {"x": {0: "batch"}, "y": {0: "batch"}})
     for batch in (2, 5):
         check(model, {"x": f32(batch, 3, 4, 4, seed=batch)})

@@ -8,10 +8,9 @@ import numpy as np
 from nnrt.client.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.test_models_e2e import conv_nhwc_reference, run
+from tests.helpers.hdi_models import NHWC, conv_nhwc_reference, run_int8
 
 ALL = ht.QUANT_TYPE_ALL
-NHWC = ht.FORMAT_NHWC
 
 
 def quantize(r, scale, zero_point, dtype=np.int8):
@@ -29,23 +28,6 @@ def per_channel(w):
 def run_quantized(client, b, x_q, shape):
     (out,) = run_int8(client, b, x_q, shape)
     return out
-
-
-def run_int8(client, builder, x_q, out_shape):
-    model_id = builder.prepare(client)
-    _, xin = client.allocate_buffer(x_q.nbytes)
-    _, yout = client.allocate_buffer(int(np.prod(out_shape)))
-    xin.array(np.int8, x_q.shape)[:] = x_q
-    reply = client.run(
-        model_id,
-        [ht.IOTensor(dataType=ht.DATA_TYPE_INT8, dimensions=x_q.shape, format=NHWC,
-                     data=xin.descriptor())],
-        [ht.IOTensor(dataType=ht.DATA_TYPE_INT8, dimensions=out_shape, format=ht.FORMAT_NONE,
-                     data=yout.descriptor())], timeout=30)
-    assert reply.returnCode == 0, reply
-    result = yout.array(np.int8, out_shape).copy()
-    xin.close(), yout.close()
-    return [result]
 
 
 def test_quantized_cnn_agrees_with_float_within_one_step(client):

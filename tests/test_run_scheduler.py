@@ -126,7 +126,7 @@ def test_a_waiting_run_whose_caller_gives_up_leaves_the_queue():
 
 
 def test_the_cpu_driver_runs_within_its_core_budget(tmp_path):
-    from tests.test_models_e2e import f32, mlp, run
+    from tests.helpers.hdi_models import f32, mlp, run
 
     driver = start_driver(tmp_path / "rt", "cpu", "--engine", "ort", "--threads", "1")
     try:

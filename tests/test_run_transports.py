@@ -16,7 +16,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import session_channel as channel
 from nnrt.server.errors import NNRT_OPERATION_FORBIDDEN, NNRT_SUCCESS
 from tests.conftest import in_threads, start_driver
-from tests.test_driver_process import add_model, expect_run_abandoned, io
+from tests.helpers.hdi_models import add_model, expect_run_abandoned, io
 
 
 def _window(memory, n, dtype=ht.DATA_TYPE_FLOAT32, fmt=ht.FORMAT_NONE, dims=None, **data):

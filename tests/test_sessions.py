@@ -16,13 +16,13 @@ import pytest
 from nnrt.client.hdi import DriverGone
 from nnrt.server.errors import NNRT_INVALID_MODEL, NNRT_SUCCESS
 from tests.conftest import memfd_mappings, open_fds, start_driver, wait_until
-from tests.test_driver_process import add_model, expect_run_abandoned, io
+from tests.helpers.hdi_models import add_model, expect_run_abandoned, io
 
 CLIENT_SCRIPT = textwrap.dedent("""
     import sys, time
     import numpy as np
     from nnrt.client.hdi import DriverClient
-    from tests.test_driver_process import add_model, io
+    from tests.helpers.hdi_models import add_model, io
     client = DriverClient.connect(sys.argv[2], sys.argv[1])
     model_id = add_model(1024).prepare(client)
     buffers = [client.allocate_buffer(4096)[1] for _ in range(8)]

@@ -27,8 +27,8 @@ from nnrt.server.errors import (NNRT_INVALID_MODEL_CACHE, NNRT_OUT_OF_MEMORY, NN
                                 NNRT_UNSUPPORTED_OP)
 from tests.conftest import admin_details, start_driver, wait_until
 from tests.gpu.util import graph_of
-from tests.test_model_cache import exported_blob, prepare_from
-from tests.test_models_e2e import f32, mlp
+from tests.helpers.hdi_models import f32, mlp
+from tests.helpers.model_cache import exported_blob, prepare_from
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 LOAD = ROOT / "benchmarks" / "_accel_load.py"
@@ -150,7 +150,7 @@ def _int8_models():
 
 @pytest.mark.parametrize("index", [0, 1], ids=["mlp", "cnn"])
 def test_int8_results_are_bit_exact_with_the_cpu_driver(npu, client, index):
-    from tests.test_quantized import run_int8
+    from tests.helpers.hdi_models import run_int8
 
     builder, x_q, out_shape = _int8_models()[index]
     on_npu = run_int8(npu, builder, x_q, out_shape)

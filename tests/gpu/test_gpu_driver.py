@@ -19,8 +19,8 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.errors import (NNRT_DEVICE_ERROR, NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, NNRT_NOT_SUPPORT, NNRT_OUT_OF_MEMORY,
                                 NNRT_SUCCESS, NNRT_UNSUPPORTED_OP)
 from tests.conftest import admin_details, start_driver
-from tests.test_model_cache import _flip, exported_blobs, prepare_from, run_prepared
-from tests.test_models_e2e import f32, mlp, run
+from tests.helpers.hdi_models import f32, mlp, run
+from tests.helpers.model_cache import exported_blobs, flip, prepare_from, run_prepared
 
 ANY = ("--cl-device", "any")
 BATCH, SIZES = 3, (12, 24, 6)
@@ -160,10 +160,10 @@ def _platform() -> bytes:
 
 
 @pytest.mark.parametrize("damage", [
-    pytest.param(lambda g, p: [g, _flip(p, len(p) - 3)], id="program-bit-flip"),
+    pytest.param(lambda g, p: [g, flip(p, len(p) - 3)], id="program-bit-flip"),
     pytest.param(lambda g, p: [g, p[:len(p) // 2]], id="program-truncated"),
     pytest.param(lambda g, p: [g, p + b"\0"], id="program-trailing-byte"),
-    pytest.param(lambda g, p: [_flip(g, len(g) - 3), p], id="graph-bit-flip"),
+    pytest.param(lambda g, p: [flip(g, len(g) - 3), p], id="graph-bit-flip"),
     pytest.param(lambda g, p: [g], id="graph-only"),
     pytest.param(lambda g, p: [p, g], id="swapped"),
     pytest.param(lambda g, p: [g, p.replace(b"nnrt-gpu 0.1.0", b"nnrt-gpu 9.9.9")],

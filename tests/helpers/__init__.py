@@ -1,0 +1,1 @@
+"""Helpers shared by test modules (models, drivers, CLIs, metrics), imported by them."""
