@@ -149,10 +149,10 @@ def check_run_memory(graph: Graph, shapes: dict[int, Shape], when: str,
     return need
 
 
-def supported_operations(graph: Graph, accept: Callable[[NodeSpec], object]) -> list[bool]:
-    """GetSupportedOperation's answer: per node, whether `accept(node)` takes it; never
-    fails on a node (its reason is logged)."""
-    answers = []
+def supported_operations(graph: Graph, accept: Callable[[NodeSpec], object]) -> list[bool | str]:
+    """GetSupportedOperation's answer: per node, True when `accept(node)` takes it, else
+    why not (a string, also logged); never fails on a node."""
+    answers: list[bool | str] = []
     for node in graph.nodes:
         if node.index in graph.undecodable:
             answers.append(False)
@@ -162,8 +162,9 @@ def supported_operations(graph: Graph, accept: Callable[[NodeSpec], object]) -> 
             answers.append(True)
         except DriverError as exc:
             log.info("GetSupportedOperation: %s", exc.message)
-            answers.append(False)
-        except Exception:  # a malformed node must not fail the whole query
+            answers.append(exc.message)
+        except Exception as exc:  # a malformed node must not fail the whole query
             log.exception("GetSupportedOperation: node %d rejected", node.index)
-            answers.append(False)
+            answers.append(f"node {node.index} ({node.name}) rejected unexpectedly "
+                           f"({type(exc).__name__})")
     return answers

@@ -27,7 +27,7 @@ from nnrt.protos import hdi_types_pb2 as nnrt_dot_protos_dot_hdi__types__pb2
 from nnrt.protos import model_types_pb2 as nnrt_dot_protos_dot_model__types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15nnrt/protos/hdi.proto\x12\x12ohos.hdi.nnrt.v2_1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1bnnrt/protos/hdi_types.proto\x1a\x1dnnrt/protos/model_types.proto\"%\n\x0fReturnCodeReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\"@\n\x0cVersionReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\r\n\x05major\x18\x02 \x01(\r\x12\r\n\x05minor\x18\x03 \x01(\r\"-\n\tNameReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\"Y\n\x0f\x44\x65viceTypeReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x32\n\ndeviceType\x18\x02 \x01(\x0e\x32\x1e.ohos.hdi.nnrt.v2_1.DeviceType\"Y\n\x11\x44\x65viceStatusReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x30\n\x06status\x18\x02 \x01(\x0e\x32 .ohos.hdi.nnrt.v2_1.DeviceStatus\";\n\x10IsSupportedReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x13\n\x0bisSupported\x18\x02 \x01(\x08\"H\n\x1cGetSupportedOperationRequest\x12(\n\x05model\x18\x01 \x01(\x0b\x32\x19.ohos.hdi.nnrt.v2_1.Model\"=\n\x1aGetSupportedOperationReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x0b\n\x03ops\x18\x02 \x03(\x08\"p\n\x13PrepareModelRequest\x12(\n\x05model\x18\x01 \x01(\x0b\x32\x19.ohos.hdi.nnrt.v2_1.Model\x12/\n\x06\x63onfig\x18\x02 \x01(\x0b\x32\x1f.ohos.hdi.nnrt.v2_1.ModelConfig\"\x8a\x01\n!PrepareModelFromModelCacheRequest\x12\x34\n\nmodelCache\x18\x01 \x03(\x0b\x32 .ohos.hdi.nnrt.v2_1.SharedBuffer\x12/\n\x06\x63onfig\x18\x02 \x01(\x0b\x32\x1f.ohos.hdi.nnrt.v2_1.ModelConfig\"\x86\x01\n\x1aPrepareOfflineModelRequest\x12\x37\n\rofflineModels\x18\x01 \x03(\x0b\x32 .ohos.hdi.nnrt.v2_1.SharedBuffer\x12/\n\x06\x63onfig\x18\x02 \x01(\x0b\x32\x1f.ohos.hdi.nnrt.v2_1.ModelConfig\"\x99\x01\n\x11PrepareModelReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x17\n\x0fpreparedModelId\x18\x02 \x01(\x04\x12*\n\x06inputs\x18\x03 \x03(\x0b\x32\x1a.ohos.hdi.nnrt.v2_1.Tensor\x12+\n\x07outputs\x18\x04 \x03(\x0b\x32\x1a.ohos.hdi.nnrt.v2_1.Tensor\"\'\n\x15\x41llocateBufferRequest\x12\x0e\n\x06length\x18\x01 \x01(\r\"[\n\x13\x41llocateBufferReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x30\n\x06\x62uffer\x18\x02 \x01(\x0b\x32 .ohos.hdi.nnrt.v2_1.SharedBuffer\"H\n\x14ReleaseBufferRequest\x12\x30\n\x06\x62uffer\x18\x01 \x01(\x0b\x32 .ohos.hdi.nnrt.v2_1.SharedBuffer\"+\n\x10PreparedModelRef\x12\x17\n\x0fpreparedModelId\x18\x01 \x01(\x04\"a\n\x15\x45xportModelCacheReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x34\n\nmodelCache\x18\x02 \x03(\x0b\x32 .ohos.hdi.nnrt.v2_1.SharedBuffer\"\x9a\x01\n\x16GetInputDimRangesReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x35\n\x0cminInputDims\x18\x02 \x03(\x0b\x32\x1f.ohos.hdi.nnrt.v2_1.UInt32Array\x12\x35\n\x0cmaxInputDims\x18\x03 \x03(\x0b\x32\x1f.ohos.hdi.nnrt.v2_1.UInt32Array\"\x82\x01\n\nRunRequest\x12\x17\n\x0fpreparedModelId\x18\x01 \x01(\x04\x12,\n\x06inputs\x18\x02 \x03(\x0b\x32\x1c.ohos.hdi.nnrt.v2_1.IOTensor\x12-\n\x07outputs\x18\x03 \x03(\x0b\x32\x1c.ohos.hdi.nnrt.v2_1.IOTensor\"R\n\x08RunReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x32\n\noutputDims\x18\x02 \x03(\x0b\x32\x1e.ohos.hdi.nnrt.v2_1.Int32Array2\xce\x0b\n\x0bINnrtDevice\x12\x46\n\nGetVersion\x12\x16.google.protobuf.Empty\x1a .ohos.hdi.nnrt.v2_1.VersionReply\x12\x46\n\rGetDeviceName\x12\x16.google.protobuf.Empty\x1a\x1d.ohos.hdi.nnrt.v2_1.NameReply\x12\x46\n\rGetVendorName\x12\x16.google.protobuf.Empty\x1a\x1d.ohos.hdi.nnrt.v2_1.NameReply\x12L\n\rGetDeviceType\x12\x16.google.protobuf.Empty\x1a#.ohos.hdi.nnrt.v2_1.DeviceTypeReply\x12P\n\x0fGetDeviceStatus\x12\x16.google.protobuf.Empty\x1a%.ohos.hdi.nnrt.v2_1.DeviceStatusReply\x12y\n\x15GetSupportedOperation\x12\x30.ohos.hdi.nnrt.v2_1.GetSupportedOperationRequest\x1a..ohos.hdi.nnrt.v2_1.GetSupportedOperationReply\x12[\n\x1bIsFloat16PrecisionSupported\x12\x16.google.protobuf.Empty\x1a$.ohos.hdi.nnrt.v2_1.IsSupportedReply\x12Z\n\x1aIsPerformanceModeSupported\x12\x16.google.protobuf.Empty\x1a$.ohos.hdi.nnrt.v2_1.IsSupportedReply\x12S\n\x13IsPrioritySupported\x12\x16.google.protobuf.Empty\x1a$.ohos.hdi.nnrt.v2_1.IsSupportedReply\x12W\n\x17IsDynamicInputSupported\x12\x16.google.protobuf.Empty\x1a$.ohos.hdi.nnrt.v2_1.IsSupportedReply\x12^\n\x0cPrepareModel\x12\'.ohos.hdi.nnrt.v2_1.PrepareModelRequest\x1a%.ohos.hdi.nnrt.v2_1.PrepareModelReply\x12U\n\x15IsModelCacheSupported\x12\x16.google.protobuf.Empty\x1a$.ohos.hdi.nnrt.v2_1.IsSupportedReply\x12z\n\x1aPrepareModelFromModelCache\x12\x35.ohos.hdi.nnrt.v2_1.PrepareModelFromModelCacheRequest\x1a%.ohos.hdi.nnrt.v2_1.PrepareModelReply\x12l\n\x13PrepareOfflineModel\x12..ohos.hdi.nnrt.v2_1.PrepareOfflineModelRequest\x1a%.ohos.hdi.nnrt.v2_1.PrepareModelReply\x12\x64\n\x0e\x41llocateBuffer\x12).ohos.hdi.nnrt.v2_1.AllocateBufferRequest\x1a\'.ohos.hdi.nnrt.v2_1.AllocateBufferReply\x12^\n\rReleaseBuffer\x12(.ohos.hdi.nnrt.v2_1.ReleaseBufferRequest\x1a#.ohos.hdi.nnrt.v2_1.ReturnCodeReply2\xda\x03\n\x0eIPreparedModel\x12T\n\nGetVersion\x12$.ohos.hdi.nnrt.v2_1.PreparedModelRef\x1a .ohos.hdi.nnrt.v2_1.VersionReply\x12\x63\n\x10\x45xportModelCache\x12$.ohos.hdi.nnrt.v2_1.PreparedModelRef\x1a).ohos.hdi.nnrt.v2_1.ExportModelCacheReply\x12\x65\n\x11GetInputDimRanges\x12$.ohos.hdi.nnrt.v2_1.PreparedModelRef\x1a*.ohos.hdi.nnrt.v2_1.GetInputDimRangesReply\x12\x43\n\x03Run\x12\x1e.ohos.hdi.nnrt.v2_1.RunRequest\x1a\x1c.ohos.hdi.nnrt.v2_1.RunReply\x12\x61\n\x14ReleasePreparedModel\x12$.ohos.hdi.nnrt.v2_1.PreparedModelRef\x1a#.ohos.hdi.nnrt.v2_1.ReturnCodeReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15nnrt/protos/hdi.proto\x12\x12ohos.hdi.nnrt.v2_1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1bnnrt/protos/hdi_types.proto\x1a\x1dnnrt/protos/model_types.proto\"5\n\x0fReturnCodeReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x0e\n\x06reason\x18\x64 \x01(\t\"P\n\x0cVersionReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\r\n\x05major\x18\x02 \x01(\r\x12\r\n\x05minor\x18\x03 \x01(\r\x12\x0e\n\x06reason\x18\x64 \x01(\t\"=\n\tNameReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x64 \x01(\t\"i\n\x0f\x44\x65viceTypeReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x32\n\ndeviceType\x18\x02 \x01(\x0e\x32\x1e.ohos.hdi.nnrt.v2_1.DeviceType\x12\x0e\n\x06reason\x18\x64 \x01(\t\"i\n\x11\x44\x65viceStatusReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x30\n\x06status\x18\x02 \x01(\x0e\x32 .ohos.hdi.nnrt.v2_1.DeviceStatus\x12\x0e\n\x06reason\x18\x64 \x01(\t\"K\n\x10IsSupportedReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x13\n\x0bisSupported\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x64 \x01(\t\"H\n\x1cGetSupportedOperationRequest\x12(\n\x05model\x18\x01 \x01(\x0b\x32\x19.ohos.hdi.nnrt.v2_1.Model\"^\n\x1aGetSupportedOperationReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x0b\n\x03ops\x18\x02 \x03(\x08\x12\x0e\n\x06reason\x18\x64 \x01(\t\x12\x0f\n\x07reasons\x18\x65 \x03(\t\"p\n\x13PrepareModelRequest\x12(\n\x05model\x18\x01 \x01(\x0b\x32\x19.ohos.hdi.nnrt.v2_1.Model\x12/\n\x06\x63onfig\x18\x02 \x01(\x0b\x32\x1f.ohos.hdi.nnrt.v2_1.ModelConfig\"\x8a\x01\n!PrepareModelFromModelCacheRequest\x12\x34\n\nmodelCache\x18\x01 \x03(\x0b\x32 .ohos.hdi.nnrt.v2_1.SharedBuffer\x12/\n\x06\x63onfig\x18\x02 \x01(\x0b\x32\x1f.ohos.hdi.nnrt.v2_1.ModelConfig\"\x86\x01\n\x1aPrepareOfflineModelRequest\x12\x37\n\rofflineModels\x18\x01 \x03(\x0b\x32 .ohos.hdi.nnrt.v2_1.SharedBuffer\x12/\n\x06\x63onfig\x18\x02 \x01(\x0b\x32\x1f.ohos.hdi.nnrt.v2_1.ModelConfig\"\xa9\x01\n\x11PrepareModelReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x17\n\x0fpreparedModelId\x18\x02 \x01(\x04\x12*\n\x06inputs\x18\x03 \x03(\x0b\x32\x1a.ohos.hdi.nnrt.v2_1.Tensor\x12+\n\x07outputs\x18\x04 \x03(\x0b\x32\x1a.ohos.hdi.nnrt.v2_1.Tensor\x12\x0e\n\x06reason\x18\x64 \x01(\t\"\'\n\x15\x41llocateBufferRequest\x12\x0e\n\x06length\x18\x01 \x01(\r\"k\n\x13\x41llocateBufferReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x30\n\x06\x62uffer\x18\x02 \x01(\x0b\x32 .ohos.hdi.nnrt.v2_1.SharedBuffer\x12\x0e\n\x06reason\x18\x64 \x01(\t\"H\n\x14ReleaseBufferRequest\x12\x30\n\x06\x62uffer\x18\x01 \x01(\x0b\x32 .ohos.hdi.nnrt.v2_1.SharedBuffer\"+\n\x10PreparedModelRef\x12\x17\n\x0fpreparedModelId\x18\x01 \x01(\x04\"q\n\x15\x45xportModelCacheReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x34\n\nmodelCache\x18\x02 \x03(\x0b\x32 .ohos.hdi.nnrt.v2_1.SharedBuffer\x12\x0e\n\x06reason\x18\x64 \x01(\t\"\xaa\x01\n\x16GetInputDimRangesReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x35\n\x0cminInputDims\x18\x02 \x03(\x0b\x32\x1f.ohos.hdi.nnrt.v2_1.UInt32Array\x12\x35\n\x0cmaxInputDims\x18\x03 \x03(\x0b\x32\x1f.ohos.hdi.nnrt.v2_1.UInt32Array\x12\x0e\n\x06reason\x18\x64 \x01(\t\"\x82\x01\n\nRunRequest\x12\x17\n\x0fpreparedModelId\x18\x01 \x01(\x04\x12,\n\x06inputs\x18\x02 \x03(\x0b\x32\x1c.ohos.hdi.nnrt.v2_1.IOTensor\x12-\n\x07outputs\x18\x03 \x03(\x0b\x32\x1c.ohos.hdi.nnrt.v2_1.IOTensor\"b\n\x08RunReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x32\n\noutputDims\x18\x02 \x03(\x0b\x32\x1e.ohos.hdi.nnrt.v2_1.Int32Array\x12\x0e\n\x06reason\x18\x64 \x01(\t2\xce\x0b\n\x0bINnrtDevice\x12\x46\n\nGetVersion\x12\x16.google.protobuf.Empty\x1a .ohos.hdi.nnrt.v2_1.VersionReply\x12\x46\n\rGetDeviceName\x12\x16.google.protobuf.Empty\x1a\x1d.ohos.hdi.nnrt.v2_1.NameReply\x12\x46\n\rGetVendorName\x12\x16.google.protobuf.Empty\x1a\x1d.ohos.hdi.nnrt.v2_1.NameReply\x12L\n\rGetDeviceType\x12\x16.google.protobuf.Empty\x1a#.ohos.hdi.nnrt.v2_1.DeviceTypeReply\x12P\n\x0fGetDeviceStatus\x12\x16.google.protobuf.Empty\x1a%.ohos.hdi.nnrt.v2_1.DeviceStatusReply\x12y\n\x15GetSupportedOperation\x12\x30.ohos.hdi.nnrt.v2_1.GetSupportedOperationRequest\x1a..ohos.hdi.nnrt.v2_1.GetSupportedOperationReply\x12[\n\x1bIsFloat16PrecisionSupported\x12\x16.google.protobuf.Empty\x1a$.ohos.hdi.nnrt.v2_1.IsSupportedReply\x12Z\n\x1aIsPerformanceModeSupported\x12\x16.google.protobuf.Empty\x1a$.ohos.hdi.nnrt.v2_1.IsSupportedReply\x12S\n\x13IsPrioritySupported\x12\x16.google.protobuf.Empty\x1a$.ohos.hdi.nnrt.v2_1.IsSupportedReply\x12W\n\x17IsDynamicInputSupported\x12\x16.google.protobuf.Empty\x1a$.ohos.hdi.nnrt.v2_1.IsSupportedReply\x12^\n\x0cPrepareModel\x12\'.ohos.hdi.nnrt.v2_1.PrepareModelRequest\x1a%.ohos.hdi.nnrt.v2_1.PrepareModelReply\x12U\n\x15IsModelCacheSupported\x12\x16.google.protobuf.Empty\x1a$.ohos.hdi.nnrt.v2_1.IsSupportedReply\x12z\n\x1aPrepareModelFromModelCache\x12\x35.ohos.hdi.nnrt.v2_1.PrepareModelFromModelCacheRequest\x1a%.ohos.hdi.nnrt.v2_1.PrepareModelReply\x12l\n\x13PrepareOfflineModel\x12..ohos.hdi.nnrt.v2_1.PrepareOfflineModelRequest\x1a%.ohos.hdi.nnrt.v2_1.PrepareModelReply\x12\x64\n\x0e\x41llocateBuffer\x12).ohos.hdi.nnrt.v2_1.AllocateBufferRequest\x1a\'.ohos.hdi.nnrt.v2_1.AllocateBufferReply\x12^\n\rReleaseBuffer\x12(.ohos.hdi.nnrt.v2_1.ReleaseBufferRequest\x1a#.ohos.hdi.nnrt.v2_1.ReturnCodeReply2\xda\x03\n\x0eIPreparedModel\x12T\n\nGetVersion\x12$.ohos.hdi.nnrt.v2_1.PreparedModelRef\x1a .ohos.hdi.nnrt.v2_1.VersionReply\x12\x63\n\x10\x45xportModelCache\x12$.ohos.hdi.nnrt.v2_1.PreparedModelRef\x1a).ohos.hdi.nnrt.v2_1.ExportModelCacheReply\x12\x65\n\x11GetInputDimRanges\x12$.ohos.hdi.nnrt.v2_1.PreparedModelRef\x1a*.ohos.hdi.nnrt.v2_1.GetInputDimRangesReply\x12\x43\n\x03Run\x12\x1e.ohos.hdi.nnrt.v2_1.RunRequest\x1a\x1c.ohos.hdi.nnrt.v2_1.RunReply\x12\x61\n\x14ReleasePreparedModel\x12$.ohos.hdi.nnrt.v2_1.PreparedModelRef\x1a#.ohos.hdi.nnrt.v2_1.ReturnCodeReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,47 +35,47 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nnrt.protos.hdi_pb2', _glob
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RETURNCODEREPLY']._serialized_start=134
-  _globals['_RETURNCODEREPLY']._serialized_end=171
-  _globals['_VERSIONREPLY']._serialized_start=173
-  _globals['_VERSIONREPLY']._serialized_end=237
-  _globals['_NAMEREPLY']._serialized_start=239
-  _globals['_NAMEREPLY']._serialized_end=284
-  _globals['_DEVICETYPEREPLY']._serialized_start=286
-  _globals['_DEVICETYPEREPLY']._serialized_end=375
-  _globals['_DEVICESTATUSREPLY']._serialized_start=377
-  _globals['_DEVICESTATUSREPLY']._serialized_end=466
-  _globals['_ISSUPPORTEDREPLY']._serialized_start=468
-  _globals['_ISSUPPORTEDREPLY']._serialized_end=527
-  _globals['_GETSUPPORTEDOPERATIONREQUEST']._serialized_start=529
-  _globals['_GETSUPPORTEDOPERATIONREQUEST']._serialized_end=601
-  _globals['_GETSUPPORTEDOPERATIONREPLY']._serialized_start=603
-  _globals['_GETSUPPORTEDOPERATIONREPLY']._serialized_end=664
-  _globals['_PREPAREMODELREQUEST']._serialized_start=666
-  _globals['_PREPAREMODELREQUEST']._serialized_end=778
-  _globals['_PREPAREMODELFROMMODELCACHEREQUEST']._serialized_start=781
-  _globals['_PREPAREMODELFROMMODELCACHEREQUEST']._serialized_end=919
-  _globals['_PREPAREOFFLINEMODELREQUEST']._serialized_start=922
-  _globals['_PREPAREOFFLINEMODELREQUEST']._serialized_end=1056
-  _globals['_PREPAREMODELREPLY']._serialized_start=1059
-  _globals['_PREPAREMODELREPLY']._serialized_end=1212
-  _globals['_ALLOCATEBUFFERREQUEST']._serialized_start=1214
-  _globals['_ALLOCATEBUFFERREQUEST']._serialized_end=1253
-  _globals['_ALLOCATEBUFFERREPLY']._serialized_start=1255
-  _globals['_ALLOCATEBUFFERREPLY']._serialized_end=1346
-  _globals['_RELEASEBUFFERREQUEST']._serialized_start=1348
-  _globals['_RELEASEBUFFERREQUEST']._serialized_end=1420
-  _globals['_PREPAREDMODELREF']._serialized_start=1422
-  _globals['_PREPAREDMODELREF']._serialized_end=1465
-  _globals['_EXPORTMODELCACHEREPLY']._serialized_start=1467
-  _globals['_EXPORTMODELCACHEREPLY']._serialized_end=1564
-  _globals['_GETINPUTDIMRANGESREPLY']._serialized_start=1567
-  _globals['_GETINPUTDIMRANGESREPLY']._serialized_end=1721
-  _globals['_RUNREQUEST']._serialized_start=1724
-  _globals['_RUNREQUEST']._serialized_end=1854
-  _globals['_RUNREPLY']._serialized_start=1856
-  _globals['_RUNREPLY']._serialized_end=1938
-  _globals['_INNRTDEVICE']._serialized_start=1941
-  _globals['_INNRTDEVICE']._serialized_end=3427
-  _globals['_IPREPAREDMODEL']._serialized_start=3430
-  _globals['_IPREPAREDMODEL']._serialized_end=3904
+  _globals['_RETURNCODEREPLY']._serialized_end=187
+  _globals['_VERSIONREPLY']._serialized_start=189
+  _globals['_VERSIONREPLY']._serialized_end=269
+  _globals['_NAMEREPLY']._serialized_start=271
+  _globals['_NAMEREPLY']._serialized_end=332
+  _globals['_DEVICETYPEREPLY']._serialized_start=334
+  _globals['_DEVICETYPEREPLY']._serialized_end=439
+  _globals['_DEVICESTATUSREPLY']._serialized_start=441
+  _globals['_DEVICESTATUSREPLY']._serialized_end=546
+  _globals['_ISSUPPORTEDREPLY']._serialized_start=548
+  _globals['_ISSUPPORTEDREPLY']._serialized_end=623
+  _globals['_GETSUPPORTEDOPERATIONREQUEST']._serialized_start=625
+  _globals['_GETSUPPORTEDOPERATIONREQUEST']._serialized_end=697
+  _globals['_GETSUPPORTEDOPERATIONREPLY']._serialized_start=699
+  _globals['_GETSUPPORTEDOPERATIONREPLY']._serialized_end=793
+  _globals['_PREPAREMODELREQUEST']._serialized_start=795
+  _globals['_PREPAREMODELREQUEST']._serialized_end=907
+  _globals['_PREPAREMODELFROMMODELCACHEREQUEST']._serialized_start=910
+  _globals['_PREPAREMODELFROMMODELCACHEREQUEST']._serialized_end=1048
+  _globals['_PREPAREOFFLINEMODELREQUEST']._serialized_start=1051
+  _globals['_PREPAREOFFLINEMODELREQUEST']._serialized_end=1185
+  _globals['_PREPAREMODELREPLY']._serialized_start=1188
+  _globals['_PREPAREMODELREPLY']._serialized_end=1357
+  _globals['_ALLOCATEBUFFERREQUEST']._serialized_start=1359
+  _globals['_ALLOCATEBUFFERREQUEST']._serialized_end=1398
+  _globals['_ALLOCATEBUFFERREPLY']._serialized_start=1400
+  _globals['_ALLOCATEBUFFERREPLY']._serialized_end=1507
+  _globals['_RELEASEBUFFERREQUEST']._serialized_start=1509
+  _globals['_RELEASEBUFFERREQUEST']._serialized_end=1581
+  _globals['_PREPAREDMODELREF']._serialized_start=1583
+  _globals['_PREPAREDMODELREF']._serialized_end=1626
+  _globals['_EXPORTMODELCACHEREPLY']._serialized_start=1628
+  _globals['_EXPORTMODELCACHEREPLY']._serialized_end=1741
+  _globals['_GETINPUTDIMRANGESREPLY']._serialized_start=1744
+  _globals['_GETINPUTDIMRANGESREPLY']._serialized_end=1914
+  _globals['_RUNREQUEST']._serialized_start=1917
+  _globals['_RUNREQUEST']._serialized_end=2047
+  _globals['_RUNREPLY']._serialized_start=2049
+  _globals['_RUNREPLY']._serialized_end=2147
+  _globals['_INNRTDEVICE']._serialized_start=2150
+  _globals['_INNRTDEVICE']._serialized_end=3636
+  _globals['_IPREPAREDMODEL']._serialized_start=3639
+  _globals['_IPREPAREDMODEL']._serialized_end=4113
 # @@protoc_insertion_point(module_scope)

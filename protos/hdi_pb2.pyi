@@ -10,52 +10,64 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ReturnCodeReply(_message.Message):
-    __slots__ = ("returnCode",)
+    __slots__ = ("returnCode", "reason")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
-    def __init__(self, returnCode: _Optional[int] = ...) -> None: ...
+    reason: str
+    def __init__(self, returnCode: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class VersionReply(_message.Message):
-    __slots__ = ("returnCode", "major", "minor")
+    __slots__ = ("returnCode", "major", "minor", "reason")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     MAJOR_FIELD_NUMBER: _ClassVar[int]
     MINOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     major: int
     minor: int
-    def __init__(self, returnCode: _Optional[int] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ...) -> None: ...
+    reason: str
+    def __init__(self, returnCode: _Optional[int] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class NameReply(_message.Message):
-    __slots__ = ("returnCode", "name")
+    __slots__ = ("returnCode", "name", "reason")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     name: str
-    def __init__(self, returnCode: _Optional[int] = ..., name: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, returnCode: _Optional[int] = ..., name: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class DeviceTypeReply(_message.Message):
-    __slots__ = ("returnCode", "deviceType")
+    __slots__ = ("returnCode", "deviceType", "reason")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     DEVICETYPE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     deviceType: _hdi_types_pb2.DeviceType
-    def __init__(self, returnCode: _Optional[int] = ..., deviceType: _Optional[_Union[_hdi_types_pb2.DeviceType, str]] = ...) -> None: ...
+    reason: str
+    def __init__(self, returnCode: _Optional[int] = ..., deviceType: _Optional[_Union[_hdi_types_pb2.DeviceType, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class DeviceStatusReply(_message.Message):
-    __slots__ = ("returnCode", "status")
+    __slots__ = ("returnCode", "status", "reason")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     status: _hdi_types_pb2.DeviceStatus
-    def __init__(self, returnCode: _Optional[int] = ..., status: _Optional[_Union[_hdi_types_pb2.DeviceStatus, str]] = ...) -> None: ...
+    reason: str
+    def __init__(self, returnCode: _Optional[int] = ..., status: _Optional[_Union[_hdi_types_pb2.DeviceStatus, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class IsSupportedReply(_message.Message):
-    __slots__ = ("returnCode", "isSupported")
+    __slots__ = ("returnCode", "isSupported", "reason")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     ISSUPPORTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     isSupported: bool
-    def __init__(self, returnCode: _Optional[int] = ..., isSupported: _Optional[bool] = ...) -> None: ...
+    reason: str
+    def __init__(self, returnCode: _Optional[int] = ..., isSupported: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class GetSupportedOperationRequest(_message.Message):
     __slots__ = ("model",)
@@ -64,12 +76,16 @@ class GetSupportedOperationRequest(_message.Message):
     def __init__(self, model: _Optional[_Union[_model_types_pb2.Model, _Mapping]] = ...) -> None: ...
 
 class GetSupportedOperationReply(_message.Message):
-    __slots__ = ("returnCode", "ops")
+    __slots__ = ("returnCode", "ops", "reason", "reasons")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     OPS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     ops: _containers.RepeatedScalarFieldContainer[bool]
-    def __init__(self, returnCode: _Optional[int] = ..., ops: _Optional[_Iterable[bool]] = ...) -> None: ...
+    reason: str
+    reasons: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, returnCode: _Optional[int] = ..., ops: _Optional[_Iterable[bool]] = ..., reason: _Optional[str] = ..., reasons: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PrepareModelRequest(_message.Message):
     __slots__ = ("model", "config")
@@ -96,16 +112,18 @@ class PrepareOfflineModelRequest(_message.Message):
     def __init__(self, offlineModels: _Optional[_Iterable[_Union[_hdi_types_pb2.SharedBuffer, _Mapping]]] = ..., config: _Optional[_Union[_hdi_types_pb2.ModelConfig, _Mapping]] = ...) -> None: ...
 
 class PrepareModelReply(_message.Message):
-    __slots__ = ("returnCode", "preparedModelId", "inputs", "outputs")
+    __slots__ = ("returnCode", "preparedModelId", "inputs", "outputs", "reason")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     PREPAREDMODELID_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     preparedModelId: int
     inputs: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.Tensor]
     outputs: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.Tensor]
-    def __init__(self, returnCode: _Optional[int] = ..., preparedModelId: _Optional[int] = ..., inputs: _Optional[_Iterable[_Union[_hdi_types_pb2.Tensor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[_hdi_types_pb2.Tensor, _Mapping]]] = ...) -> None: ...
+    reason: str
+    def __init__(self, returnCode: _Optional[int] = ..., preparedModelId: _Optional[int] = ..., inputs: _Optional[_Iterable[_Union[_hdi_types_pb2.Tensor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[_hdi_types_pb2.Tensor, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AllocateBufferRequest(_message.Message):
     __slots__ = ("length",)
@@ -114,12 +132,14 @@ class AllocateBufferRequest(_message.Message):
     def __init__(self, length: _Optional[int] = ...) -> None: ...
 
 class AllocateBufferReply(_message.Message):
-    __slots__ = ("returnCode", "buffer")
+    __slots__ = ("returnCode", "buffer", "reason")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     BUFFER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     buffer: _hdi_types_pb2.SharedBuffer
-    def __init__(self, returnCode: _Optional[int] = ..., buffer: _Optional[_Union[_hdi_types_pb2.SharedBuffer, _Mapping]] = ...) -> None: ...
+    reason: str
+    def __init__(self, returnCode: _Optional[int] = ..., buffer: _Optional[_Union[_hdi_types_pb2.SharedBuffer, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ReleaseBufferRequest(_message.Message):
     __slots__ = ("buffer",)
@@ -134,22 +154,26 @@ class PreparedModelRef(_message.Message):
     def __init__(self, preparedModelId: _Optional[int] = ...) -> None: ...
 
 class ExportModelCacheReply(_message.Message):
-    __slots__ = ("returnCode", "modelCache")
+    __slots__ = ("returnCode", "modelCache", "reason")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     MODELCACHE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     modelCache: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.SharedBuffer]
-    def __init__(self, returnCode: _Optional[int] = ..., modelCache: _Optional[_Iterable[_Union[_hdi_types_pb2.SharedBuffer, _Mapping]]] = ...) -> None: ...
+    reason: str
+    def __init__(self, returnCode: _Optional[int] = ..., modelCache: _Optional[_Iterable[_Union[_hdi_types_pb2.SharedBuffer, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class GetInputDimRangesReply(_message.Message):
-    __slots__ = ("returnCode", "minInputDims", "maxInputDims")
+    __slots__ = ("returnCode", "minInputDims", "maxInputDims", "reason")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     MININPUTDIMS_FIELD_NUMBER: _ClassVar[int]
     MAXINPUTDIMS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     minInputDims: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.UInt32Array]
     maxInputDims: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.UInt32Array]
-    def __init__(self, returnCode: _Optional[int] = ..., minInputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.UInt32Array, _Mapping]]] = ..., maxInputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.UInt32Array, _Mapping]]] = ...) -> None: ...
+    reason: str
+    def __init__(self, returnCode: _Optional[int] = ..., minInputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.UInt32Array, _Mapping]]] = ..., maxInputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.UInt32Array, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RunRequest(_message.Message):
     __slots__ = ("preparedModelId", "inputs", "outputs")
@@ -162,9 +186,11 @@ class RunRequest(_message.Message):
     def __init__(self, preparedModelId: _Optional[int] = ..., inputs: _Optional[_Iterable[_Union[_hdi_types_pb2.IOTensor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[_hdi_types_pb2.IOTensor, _Mapping]]] = ...) -> None: ...
 
 class RunReply(_message.Message):
-    __slots__ = ("returnCode", "outputDims")
+    __slots__ = ("returnCode", "outputDims", "reason")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     OUTPUTDIMS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     outputDims: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.Int32Array]
-    def __init__(self, returnCode: _Optional[int] = ..., outputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.Int32Array, _Mapping]]] = ...) -> None: ...
+    reason: str
+    def __init__(self, returnCode: _Optional[int] = ..., outputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.Int32Array, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...

@@ -117,10 +117,12 @@ class Device(ABC):
         return {}
 
     @abstractmethod
-    def supported_operations(self, graph: Graph) -> list[bool]:
-        """Per node of graph.nodes, whether the device can run it; never fails on a node.
+    def supported_operations(self, graph: Graph) -> list[bool | str]:
+        """Per node of graph.nodes: True when the device can run it, else False or why not
+        (a string the client shows: GetSupportedOperationReply.reasons); never fails on a
+        node.
 
-        Nodes listed in graph.undecodable (attrs None) must be answered False.
+        Nodes listed in graph.undecodable (attrs None) must not be answered True.
         """
 
     @abstractmethod

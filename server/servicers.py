@@ -61,11 +61,13 @@ def _refusal(name: str, where: str, exc: Exception, reply: type):
     if isinstance(exc, DriverError):
         log.warning("%s refused (%s): %s", name, where, exc)
         if isinstance(exc, execution.InsufficientBuffer):
-            return reply(returnCode=exc.code,
+            return reply(returnCode=exc.code, reason=exc.message,
                          outputDims=[ht.Int32Array(values=s) for s in exc.shapes])
-        return reply(returnCode=exc.code)
+        return reply(returnCode=exc.code, reason=exc.message)
     log.error("%s failed unexpectedly (%s)", name, where, exc_info=exc)
-    return reply(returnCode=NNRT_FAILED)
+    return reply(returnCode=NNRT_FAILED,
+                 reason=f"{name} failed unexpectedly in the driver ({type(exc).__name__}); "
+                        f"its log has the details")
 
 
 def hdi_method(reply: type, *, session: bool = True) -> Callable:
@@ -160,11 +162,14 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
     @hdi_method(pb.GetSupportedOperationReply)
     def GetSupportedOperation(self, request, context, session):
         graph = self._graph(session, request.model, lenient_nodes=True)
-        ops = self.device.supported_operations(graph)
-        if len(ops) != len(graph.nodes):
-            raise DriverError(NNRT_FAILED, f"device answered {len(ops)} of {len(graph.nodes)} nodes")
-        return pb.GetSupportedOperationReply(
-            ops=[ok and i not in graph.undecodable for i, ok in enumerate(ops)])
+        answers = self.device.supported_operations(graph)
+        if len(answers) != len(graph.nodes):
+            raise DriverError(NNRT_FAILED, f"device answered {len(answers)} of {len(graph.nodes)} nodes")
+        ops = [a is True and i not in graph.undecodable for i, a in enumerate(answers)]
+        reasons = ["" if ok else a if isinstance(a, str) else
+                   "its type or attributes cannot be decoded" if i in graph.undecodable else
+                   "not supported by this device" for i, (ok, a) in enumerate(zip(ops, answers))]
+        return pb.GetSupportedOperationReply(ops=ops, reasons=reasons)
 
     def _config(self, config):
         prepared = validate_config(config)

@@ -593,7 +593,8 @@ def _supported(device: Device, what: str, query) -> bool:
     reply = query()
     if reply.returnCode != NNRT_SUCCESS:
         code = OH_NN_FAILED if what == "IsPerformanceModeSupported" else OH_NN_UNAVAILABLE_DEVICE
-        raise _Failed(code, f"{what} on {device.name} failed: {code_name(reply.returnCode)}")
+        raise _Failed(code, f"{what} on {device.name} failed: {code_name(reply.returnCode)}"
+                            + (f": {reply.reason}" if reply.reason else ""))
     return reply.isSupported
 
 
@@ -644,9 +645,10 @@ def _lowered(model: OH_NNModel) -> LoweredModel:
         return m.lowered()
 
 
-def _prepare_failed(what: str, device: Device, code: int) -> _Failed:
+def _prepare_failed(what: str, device: Device, code: int, reason: str = "") -> _Failed:
     mapped = OH_NN_INVALID_PARAMETER if code in _CONFIG_REJECTED else OH_NN_FAILED
-    return _Failed(mapped, f"{what} on {device.name} failed: {code_name(code)}")
+    return _Failed(mapped, f"{what} on {device.name} failed: {code_name(code)}"
+                           + (f": {reason}" if reason else ""))
 
 
 def _check_supported(client: DriverClient, device: Device, model: mt.Model) -> None:
@@ -657,9 +659,13 @@ def _check_supported(client: DriverClient, device: Device, model: mt.Model) -> N
     ops = list(supported.ops)
     if len(ops) != len(model.nodes) or not all(ops):
         refused = [i for i, ok in enumerate(ops) if not ok]
+        reasons = list(supported.reasons)  # the driver's why, per node (an nnrt addition)
+        why = "; ".join(reasons[i] if reasons[i].startswith(f"node {i} ") else
+                        f"node {i}: {reasons[i]}" for i in refused[:4]
+                        if i < len(reasons) and reasons[i])
         raise _Failed(OH_NN_FAILED, f"device {device.name} cannot run operations "
                       f"{refused or 'of the model'} ({len(ops)} answers for "
-                      f"{len(model.nodes)} nodes)")
+                      f"{len(model.nodes)} nodes)" + (f": {why}" if why else ""))
 
 
 def _compile(device: Device, client: DriverClient, config: ht.ModelConfig,
@@ -676,7 +682,7 @@ def _compile(device: Device, client: DriverClient, config: ht.ModelConfig,
     except PrepareError as exc:
         raise _Failed(OH_NN_FAILED, f"on {device.name}: {exc}") from exc
     if reply.returnCode != NNRT_SUCCESS:
-        raise _prepare_failed("PrepareModel", device, reply.returnCode)
+        raise _prepare_failed("PrepareModel", device, reply.returnCode, reply.reason)
     built = _built(device, client, reply.preparedModelId, lowered.inputs, lowered.outputs,
                    config, lowered, "model", None, None)
     _keep_cache(client, built)
@@ -830,7 +836,7 @@ def _build_offline(device: Device, client: DriverClient, config: ht.ModelConfig,
     with _blobs_in_driver(client, device, [data]) as windows:
         reply = client.prepare_offline_model(windows, config)
     if reply.returnCode != NNRT_SUCCESS:
-        raise _prepare_failed("PrepareOfflineModel", device, reply.returnCode)
+        raise _prepare_failed("PrepareOfflineModel", device, reply.returnCode, reply.reason)
     # The front end cannot read an offline model: its inputs and outputs are those the
     # driver describes in the reply (nnrt's addition to PrepareModelReply, protos/hdi.proto).
     # A driver that describes none leaves the executor without descriptors, as upstream.

@@ -578,8 +578,9 @@ def _prepare_run(ex: OH_NNExecutor, inputTensor: Any, inputCount: Any, outputTen
 def check_reply(reply: Any, output_count: int, what: str) -> tuple[int, list[list[int]] | None]:
     """capi.md 1.46 after the driver answered: (code, output shapes)."""
     if reply.returnCode != NNRT_SUCCESS or not reply.outputDims:
-        log.warning("%s: the driver's Run failed: %s", what,
-                    code_name(reply.returnCode) if reply.returnCode else "no output shapes")
+        log.warning("%s: the driver's Run failed: %s%s", what,
+                    code_name(reply.returnCode) if reply.returnCode else "no output shapes",
+                    f": {reply.reason}" if reply.reason else "")
         return UNAVAILABLE_DEVICE, None
     shapes = [list(d.values) for d in reply.outputDims]
     if len(shapes) != output_count:

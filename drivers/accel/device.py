@@ -154,7 +154,7 @@ class AccelDevice(Device):
     def release_memory(self, nbytes: int) -> None:
         self.memory.release(nbytes)
 
-    def supported_operations(self, graph: Graph) -> list[bool]:
+    def supported_operations(self, graph: Graph) -> list[bool | str]:
         return supported_operations(graph, support.accepts)
 
     def prepare(self, graph: Graph, config: PrepareConfig) -> PreparedModel:

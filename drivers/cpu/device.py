@@ -199,7 +199,7 @@ class CpuDevice(Device):
         details["nodes_numpy"] = str(numpy_nodes)
         return details
 
-    def supported_operations(self, graph: Graph) -> list[bool]:
+    def supported_operations(self, graph: Graph) -> list[bool | str]:
         return supported_operations(graph, create_kernel)
 
     def prepare(self, graph: Graph, config: PrepareConfig) -> PreparedModel:

@@ -87,7 +87,7 @@ class GpuDevice(Device):
     def details(self) -> dict[str, str]:
         return {**self.runtime.details(), **self.runtime.status()}
 
-    def supported_operations(self, graph: Graph) -> list[bool]:
+    def supported_operations(self, graph: Graph) -> list[bool | str]:
         return supported_operations(graph, create_op)
 
     def prepare(self, graph: Graph, config: PrepareConfig) -> PreparedModel:
