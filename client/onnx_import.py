@@ -1133,12 +1133,18 @@ def _conv(im: _Importer, node: Any, a: _Attrs) -> None:
           **_conv_params(pads))
 
 
-@_handles("MaxPool", "AveragePool")
-def _pool(im: _Importer, node: Any, a: _Attrs) -> None:
+def _pooled_input(im: _Importer, node: Any) -> Any:
+    """Input 0 of a pooling node, which must be 4-D (2-D pooling)."""
     x = im.need(node, 0)
     if len(x.shape) != 4:
         raise OnnxImportError(f"only 2-D pooling is imported (input rank {len(x.shape)})",
                               node)
+    return x
+
+
+@_handles("MaxPool", "AveragePool")
+def _pool(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = _pooled_input(im, node)
     if len([o for o in node.output if o]) > 1:
         raise OnnxImportError("the Indices output is not computed", node)
     kernel = a.ints("kernel_shape")
@@ -1177,10 +1183,7 @@ def _pool(im: _Importer, node: Any, a: _Attrs) -> None:
 
 @_handles("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(im: _Importer, node: Any, a: _Attrs) -> None:
-    x = im.need(node, 0)
-    if len(x.shape) != 4:
-        raise OnnxImportError(f"only 2-D pooling is imported (input rank {len(x.shape)})",
-                              node)
+    x = _pooled_input(im, node)
     op_type = "AVG_POOL" if node.op_type == "GlobalAveragePool" else "MAX_POOL"
     im.op(node, op_type, [im.view(x, _NHWC)], node.output[0], _NHWC, kernelSize=[1, 1],
           strides=[1, 1], **{"global": True})

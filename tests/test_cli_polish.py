@@ -289,22 +289,32 @@ def test_the_demo_ends_at_its_deadline(tmp_path):
 # -- nnrt-driver and the journal ---------------------------------------------------------------
 
 
-def test_driver_lines_carry_journald_priorities_when_stderr_is_the_journal(tmp_path):
+def _driver_log_lines(tmp_path, journal_stream, *args: str) -> list[str]:
+    """Start a CPU driver with stderr into a file and JOURNAL_STREAM set to what
+    `journal_stream(file)` says, stop it once it serves; its log lines."""
     runtime_dir = tmp_path / "rt"
     runtime_dir.mkdir()
-    log_path = tmp_path / "journal"
+    log_path = tmp_path / "log"
     with open(log_path, "wb") as log:
-        st = os.fstat(log.fileno())
-        env = {**os.environ, "JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
+        env = {**os.environ, "JOURNAL_STREAM": journal_stream(log)}
         proc = subprocess.Popen([sys.executable, "-m", "nnrt.server", "cpu", "--runtime-dir",
-                                 str(runtime_dir), "--fault-injection"],
+                                 str(runtime_dir), *args],
                                 env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     try:
         assert wait_until(lambda: (runtime_dir / "cpu.session").exists(), BOUND)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(BOUND) == 0
-    lines = log_path.read_text().splitlines()
+    return log_path.read_text().splitlines()
+
+
+def _this_file(log) -> str:
+    st = os.fstat(log.fileno())
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def test_driver_lines_carry_journald_priorities_when_stderr_is_the_journal(tmp_path):
+    lines = _driver_log_lines(tmp_path, _this_file, "--fault-injection")
     assert lines, "no log line"
     assert all(re.match(r"<[2-7]>nnrt-driver\[cpu\] \S+: ", line) for line in lines), lines
     assert any(line.startswith("<4>") and "FAULT INJECTION ENABLED" in line for line in lines)
@@ -314,20 +324,7 @@ def test_driver_lines_carry_journald_priorities_when_stderr_is_the_journal(tmp_p
 
 def test_driver_lines_keep_timestamps_elsewhere(tmp_path):
     """JOURNAL_STREAM inherited, stderr somewhere else (a file): no priorities."""
-    runtime_dir = tmp_path / "rt"
-    runtime_dir.mkdir()
-    log_path = tmp_path / "log"
-    with open(log_path, "wb") as log:
-        env = {**os.environ, "JOURNAL_STREAM": "1:1"}
-        proc = subprocess.Popen([sys.executable, "-m", "nnrt.server", "cpu", "--runtime-dir",
-                                 str(runtime_dir)],
-                                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    try:
-        assert wait_until(lambda: (runtime_dir / "cpu.session").exists(), BOUND)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(BOUND) == 0
-    lines = log_path.read_text().splitlines()
+    lines = _driver_log_lines(tmp_path, lambda log: "1:1")
     assert lines and not any(line.startswith("<") for line in lines)
     assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ nnrt-driver\[cpu\] [A-Z]+ ", line)
                for line in lines), lines

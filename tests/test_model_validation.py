@@ -502,7 +502,8 @@ def test_get_supported_operation_answers_false_for_an_undecodable_node(client, s
         prepared = client.prepare_model(model)
     assert (good.returnCode, list(good.ops)) == (NNRT_SUCCESS, [True, True])
     assert (reply.returnCode, list(reply.ops)) == (NNRT_SUCCESS, [False, True])
-    assert prepared.returnCode == code
+    assert list(reply.reasons) == ["its type or attributes cannot be decoded", ""]
+    assert prepared.returnCode == code and prepared.reason  # why, next to the code
     assert_serves(client, shared_driver)
 
 

@@ -13,7 +13,7 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server import execution
 from nnrt.server.buffers import SharedRegion
 from nnrt.server.device import PrepareConfig
-from nnrt.server.errors import NNRT_INVALID_SHAPE, NNRT_SUCCESS
+from nnrt.server.errors import NNRT_FAILED, NNRT_INVALID_SHAPE, NNRT_SUCCESS
 from nnrt.server.faults import FaultInjection
 from nnrt.server.graph import DYNAMIC
 from nnrt.server.run_scheduler import RunScheduler
@@ -102,4 +102,19 @@ def test_a_model_with_dynamic_shapes_is_never_served_on_the_channel_thread():
     registry, session, servicer, entry, model_id = _session_with_model(batch=DYNAMIC)
     entry.recent_run_s = QUICK_RUN_S / 2
     assert not servicer.quick(session, _request(session, model_id))
+    registry.close(session)
+
+
+def test_an_unexpected_failure_is_answered_with_a_reason_pointing_at_the_log(monkeypatch):
+    registry, session, servicer, entry, model_id = _session_with_model()
+    payload = _request(session, model_id)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(execution, "execute", broken)
+    reply = pb.RunReply.FromString(servicer.run_packet(session, payload, None))
+    assert reply.returnCode == NNRT_FAILED
+    assert reply.reason == ("Run failed unexpectedly in the driver (RuntimeError); its log has "
+                            "the details")
     registry.close(session)

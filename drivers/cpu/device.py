@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Sequence
 
@@ -78,6 +79,10 @@ class CpuPreparedModel(PreparedModel):
             else:
                 self.output_positions = None
         self.writes_into_outputs = self.output_positions is not None
+        # Decided once: the outputs' shapes are static when the model writes into them.
+        static = self.plan.output_shapes() or []
+        self.bind_outputs = sum(math.prod(shape) * spec.dtype.itemsize for shape, spec
+                                in zip(static, self.outputs)) >= _BIND_OUTPUTS_FROM_BYTES
         self.node_counts = (0, len(graph.nodes)) if self.partition is None else \
             (self.partition.ort_nodes, self.partition.numpy_nodes)
         device.count_nodes(self.node_counts, +1)
@@ -123,7 +128,7 @@ class CpuPreparedModel(PreparedModel):
         positions = self.output_positions
         inputs = [inputs[p] for p in self.input_positions]
         narrow = granted_cores() == 1
-        if sum(t.nbytes for t in targets) >= _BIND_OUTPUTS_FROM_BYTES:
+        if self.bind_outputs:
             by_position = [None] * len(self.segment.output_ids)
             for position, target in zip(positions, targets):
                 by_position[position] = target
