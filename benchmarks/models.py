@@ -86,7 +86,7 @@ from nnrt.client.devices import registry
 from nnrt.client.embedded import EmbeddedDrivers
 from nnrt.drivers.cpu.device import CpuDevice
 from nnrt.server.device import PrepareConfig
-from nnrt.server.runtime_dir import ENV as RUNTIME_ENV
+from nnrt.common.runtime_dir import ENV as RUNTIME_ENV
 
 OPSET = 17
 # Targets: (a) nnrt / onnxruntime median latency, for models where onnxruntime takes at

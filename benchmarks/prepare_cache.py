@@ -20,7 +20,7 @@ import numpy as np
 
 from nnrt.client.embedded import EmbeddedDrivers
 from nnrt.client.hdi import DriverClient
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 

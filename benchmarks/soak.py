@@ -49,7 +49,7 @@ N = 4  # elements of the add model's input
 
 
 def _add_model():
-    from nnrt.client.hdi_model import HdiModelBuilder
+    from nnrt.common.hdi_model import HdiModelBuilder
     from nnrt.protos import node_attrs_pb2 as na
 
     builder = HdiModelBuilder("add")
@@ -131,7 +131,7 @@ def _spread(values: list[int]) -> float:
 def soak(runs: int, clients: int, interval: float, warmup: float, tolerance: float) -> bool:
     from nnrt.protos import admin_pb2_grpc
     from nnrt.server.devmgr import health_status
-    from nnrt.server.runtime_dir import grpc_socket
+    from nnrt.common.runtime_dir import grpc_socket
 
     per_client = [runs // clients + (1 if k < runs % clients else 0) for k in range(clients)]
     with tempfile.TemporaryDirectory(prefix="nnrt-soak-") as tmp:

@@ -37,11 +37,11 @@ from nnrt.client import capi
 from nnrt.client.devices import registry
 from nnrt.client.embedded import EmbeddedDrivers
 from nnrt.client.hdi import DriverClient
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 
-from nnrt.server.runtime_dir import ENV as RUNTIME_ENV
+from nnrt.common.runtime_dir import ENV as RUNTIME_ENV
 
 from _common import add_one_executor, float32_desc, timed  # benchmarks/_common.py
 

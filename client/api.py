@@ -342,12 +342,12 @@ class Model:
           e.g. `input_shapes={"x": [1, 3, 224, 224]}`); inputs and outputs keep the ONNX
           names and layout; OnnxImportError (a ValueError) names what cannot be mapped.
         * `.nnrt` (or any file starting with its magic): a saved model
-          (`client/model_file.py`), as it was saved. It carries no builder history, so
+          (`common/model_file.py`), as it was saved. It carries no builder history, so
           operations cannot be added, and the output shapes of dynamic inputs are left to
           the device.
 
         ValueError for another kind of file, OSError when it cannot be read."""
-        from nnrt.client import model_file  # noqa: PLC0415 - loaded on use
+        from nnrt.common import model_file  # noqa: PLC0415 - loaded on use
 
         with open(path, "rb") as f:
             head = f.read(len(model_file.MAGIC))

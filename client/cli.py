@@ -117,7 +117,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from nnrt.client.demo import NoDevice, run_demo
     from nnrt.client.devices import registry
     from nnrt.client.embedded import embedded_disabled, find_or_start
-    from nnrt.server.runtime_dir import ENV as RUNTIME_ENV
+    from nnrt.common.runtime_dir import ENV as RUNTIME_ENV
 
     try:  # an embedded driver is announced by the report below ("runtime dir: ..."), once
         directory, embedded = find_or_start(announce=False)
@@ -191,12 +191,24 @@ def _epilog() -> str:
     return "\n".join(lines)
 
 
+def cmd_devmgr(args: argparse.Namespace) -> int:
+    """`nnrt devmgr`: becomes the device manager's process (exec: same pid, so a service
+    manager's signals and readiness protocol reach the device manager itself)."""
+    from nnrt.common.devmgr_cli import devmgr_argv
+
+    argv = devmgr_argv(args, args.log_level)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(argv[0], argv)
+    return 1  # not reached: execv returns only by raising
+
+
 def build_parser() -> argparse.ArgumentParser:
     from nnrt.client.commands import bench, control, devices, run, status
     from nnrt.client.commands import compile as compile_command
     from nnrt.client.commands import convert as convert_command
     from nnrt.client.commands.common import positive_float
-    from nnrt.server import devmgr as devmgr_module
+    from nnrt.common import devmgr_cli
 
     parser = argparse.ArgumentParser(prog="nnrt", description="NNRt drivers and clients.",
                                      epilog=_epilog(),
@@ -216,8 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     devmgr = sub.add_parser("devmgr", help="run and supervise the configured drivers",
                             description="Run the drivers of a TOML configuration, restart them "
                                         "when they fail; SIGHUP reloads, SIGTERM stops.")
-    devmgr_module.add_arguments(devmgr)
-    devmgr.set_defaults(func=devmgr_module.run)
+    devmgr_cli.add_arguments(devmgr)
+    devmgr.set_defaults(func=cmd_devmgr)
     for action_parser in control.add_devmgr_actions(devmgr).values():
         _logging_options(action_parser)
     for action in devmgr._actions:

@@ -10,7 +10,7 @@ Decisions:
   device manager and `nnrt-driver@` restart it under the same socket name).
 * **Listing keeps no session.** A listing checks each driver with a connect to its gRPC
   socket that reads the peer's credentials (`SO_PEERCRED`: pid and uid) and sends nothing;
-  a driver served by an untrusted uid (server/runtime_dir.py `trusted_uids`) is skipped. A
+  a driver served by an untrusted uid (common/runtime_dir.py `trusted_uids`) is skipped. A
   driver not seen before, or now served by another pid (restarted), has its identity read
   over a session-less gRPC channel (GetDeviceName/VendorName/Version/DeviceType need no
   session), closed at once. The session (`DriverClient`) is opened when the device is first
@@ -39,8 +39,8 @@ from nnrt.client.embedded import EmbeddedDrivers, embedded_disabled, find_or_sta
 from nnrt.client.hdi import DriverClient, DriverGone
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_pb2_grpc
-from nnrt.server.errors import NNRT_SUCCESS
-from nnrt.server.runtime_dir import driver_names, grpc_socket, runtime_dir, trusted_uids
+from nnrt.common.errors import NNRT_SUCCESS
+from nnrt.common.runtime_dir import driver_names, grpc_socket, runtime_dir, trusted_uids
 
 log = logging.getLogger(__name__)
 

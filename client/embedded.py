@@ -34,7 +34,7 @@ Decisions:
   (per `DeviceRegistry`), so a driver that restarts later is never replaced by an embedded
   one. A driver started by hand that has not bound its sockets yet is seen by its name lock:
   every driver holds `flock` on `<name>.lock` from the first moment of its start
-  (server/runtime_dir.py), so it is a held lock file here; the device manager's control
+  (common/runtime_dir.py), so it is a held lock file here; the device manager's control
   socket covers its drivers.
 * **Leftovers.** A private directory records its application's pid (`owner`); one whose
   application is dead and whose sockets nobody serves (the drivers followed their lifeline)
@@ -58,7 +58,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nnrt.client.hdi import DriverClient, DriverGone
-from nnrt.server.runtime_dir import (
+from nnrt.common.runtime_dir import (
     GRPC_SUFFIX,
     LOCK_SUFFIX,
     SESSION_SUFFIX,
@@ -78,7 +78,7 @@ START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 PREFIX = "nnrt-embedded-"
 OWNER_FILE = "owner"
-DEVMGR_CTL = "devmgr.ctl"  # server/devmgr_ctl.py's CTL_NAME (not imported: keeps this light)
+DEVMGR_CTL = "devmgr.ctl"  # common/devmgr_ctl.py's CTL_NAME (not imported: keeps this light)
 _RELAYED_LINES = 50
 
 
@@ -116,7 +116,7 @@ def signs_of_drivers(directory: Path) -> list[Path]:
 
 def _claimed(path: Path) -> bool:
     """Whether a pid or lock file is held. A `.lock` file (a driver's name lock,
-    server/runtime_dir.py): held while someone holds its flock, whatever pid it names (a
+    common/runtime_dir.py): held while someone holds its flock, whatever pid it names (a
     killed driver's file is stale, and its pid may be reused). A `.pid` file: flock'ed, or
     naming a live process. Unreadable or unparsable: assume held (waiting is bounded; racing
     is not undone)."""

@@ -1,6 +1,6 @@
 """The HDI client layer: one connection (= one session) to one driver process.
 
-`DriverClient` opens the driver's session channel (server/session_channel.py) and its gRPC
+`DriverClient` opens the driver's session channel (common/session_channel.py) and its gRPC
 socket, then offers every HDI method. Methods return the reply message, whose
 `returnCode` the caller checks: driver-level errors are data. Transport failures raise
 `DriverGone` — the driver died or stopped — and are noticed promptly: the session channel
@@ -9,7 +9,7 @@ dead, fails every waiting request and calls the death callbacks, and every later
 raises at once.
 
 Trust, before anything is sent: the runtime directory must pass `check_runtime_dir`
-(server/runtime_dir.py), and the process serving the session channel must be ours, root's
+(common/runtime_dir.py), and the process serving the session channel must be ours, root's
 or the service user's (`NNRT_SERVICE_USER`) by the kernel's SO_PEERCRED, the gRPC socket a
 socket bound by that same uid; otherwise `UntrustedDriver` (a DriverGone) says why. The
 gRPC socket cannot be checked by peer credentials from here (gRPC connects it), hence the
@@ -43,9 +43,9 @@ from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_pb2_grpc as rpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
-from nnrt.server import session_channel as channel
-from nnrt.server.errors import NNRT_SUCCESS
-from nnrt.server.runtime_dir import (SERVICE_USER_ENV, UnsafeRuntimeDir, check_runtime_dir,
+from nnrt.common import session_channel as channel
+from nnrt.common.errors import NNRT_SUCCESS
+from nnrt.common.runtime_dir import (SERVICE_USER_ENV, UnsafeRuntimeDir, check_runtime_dir,
                                      grpc_socket, runtime_dir, session_socket, trusted_uids)
 
 log = logging.getLogger(__name__)
@@ -591,7 +591,7 @@ class DriverClient:
 
     def run(self, model_id: int, inputs: Sequence[ht.IOTensor | bytes],
             outputs: Sequence[ht.IOTensor | bytes], timeout: float | None = None) -> pb.RunReply:
-        """Run over the session channel (the fast path; see server/session_channel.py).
+        """Run over the session channel (the fast path; see common/session_channel.py).
 
         Each tensor is an IOTensor, or its serialized bytes (what a caller that runs the same
         tensors again keeps: nothing to build per run). `timeout` (seconds) is the run's

@@ -11,7 +11,7 @@ written for onnxruntime switches to nnrt drivers by changing one import.
 Decisions:
 
 * A model is an `.onnx` file (imported by `client/onnx_import.py`), its bytes, an
-  `onnx.ModelProto`, or a saved `.nnrt` model (`client/model_file.py`). It is compiled once,
+  `onnx.ModelProto`, or a saved `.nnrt` model (`common/model_file.py`). It is compiled once,
   at construction, for one device; `run` computes every output and returns those asked for
   (None: all, in the graph's order), as numpy arrays. Inputs go by name, in any order; a
   missing or unknown name raises ValueError as onnxruntime's InvalidArgument would.
@@ -151,7 +151,7 @@ class InferenceSession:
             raise
 
     def _load(self, source: Any) -> tuple[Model, list[NodeArg], list[NodeArg]]:
-        from . import model_file
+        from nnrt.common import model_file
         from .onnx_import import describe_io, import_onnx
 
         if isinstance(source, (str, os.PathLike)):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from nnrt.server.errors import NNRT_OUT_OF_MEMORY, DriverError
+from nnrt.common.errors import NNRT_OUT_OF_MEMORY, DriverError
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from nnrt.drivers.cpu.kernel import Kernel, create_kernel
 from nnrt.server import buffers
-from nnrt.server.errors import NNRT_INVALID_SHAPE, NNRT_OUT_OF_MEMORY, DriverError
+from nnrt.common.errors import NNRT_INVALID_SHAPE, NNRT_OUT_OF_MEMORY, DriverError
 from nnrt.server.graph import DYNAMIC, Graph, NodeSpec, Shape
 
 log = logging.getLogger(__name__)

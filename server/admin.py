@@ -26,35 +26,15 @@ from nnrt.protos import admin_pb2 as pb
 from nnrt.protos import admin_pb2_grpc as rpc
 from nnrt.server import buffers
 from nnrt.server.device import Device
-from nnrt.server.errors import HDF_ERR_INVALID_PARAM, HDF_ERR_NOPERM, NNRT_FAILED
-from nnrt.server.faults import PLAIN_FIELDS, FaultInjection, Faults
+from nnrt.common.errors import HDF_ERR_INVALID_PARAM, HDF_ERR_NOPERM, NNRT_FAILED
+from nnrt.common.faults import Faults, faults_from_proto, faults_to_proto
+from nnrt.server.faults import FaultInjection
 from nnrt.server.sessions import SessionRegistry
 from nnrt.server.stats import LATENCY_BUCKETS, RunStats
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["NnrtAdmin"].full_name
-
-
-def _wire(name: str) -> str:
-    """The FaultConfig field of Faults field `name` (run_delay_ms: runDelayMs)."""
-    head, *rest = name.split("_")
-    return head + "".join(word.capitalize() for word in rest)
-
-
-def faults_to_proto(faults: Faults) -> pb.FaultConfig:
-    return pb.FaultConfig(
-        **{_wire(name): getattr(faults, name) for name in PLAIN_FIELDS},
-        deviceStatus=0 if faults.device_status is None else faults.device_status + 1,
-    )
-
-
-def faults_from_proto(config: pb.FaultConfig) -> Faults:
-    """The Faults a FaultConfig asks for; ValueError when it is out of range."""
-    return Faults(
-        **{name: getattr(config, _wire(name)) for name in PLAIN_FIELDS},
-        device_status=None if config.deviceStatus == 0 else config.deviceStatus - 1,
-    )
 
 
 class AdminServicer(rpc.NnrtAdminServicer):

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nnrt.server.errors import (
+from nnrt.common.errors import (
     NNRT_INVALID_BUFFER,
     NNRT_INVALID_BUFFER_SIZE,
     NNRT_INVALID_PARAMETER,

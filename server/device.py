@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nnrt.protos import hdi_types_pb2 as _t
-from nnrt.server.errors import NNRT_NOT_SUPPORT, DriverError
+from nnrt.common.errors import NNRT_NOT_SUPPORT, DriverError
 from nnrt.server.graph import DYNAMIC, Graph, Shape, TensorSpec
 
 # Returns True once the run has been abandoned (its client's deadline passed or it went away);

@@ -60,7 +60,7 @@ failed), STATUS= lines, WATCHDOG=1 every WATCHDOG_USEC/2, RELOADING=1 ... READY=
 reload and STOPPING=1. Logs go to stderr, one line per event; when stderr is the journal
 (`JOURNAL_STREAM`) lines carry a `<N>` syslog priority and no timestamp.
 
-State for the `nnrt` command: the control socket `devmgr.ctl` (server/devmgr_ctl.py).
+State for the `nnrt` command: the control socket `devmgr.ctl` (common/devmgr_ctl.py).
 Exit codes: 0 clean stop, 1 failed to start (bad configuration, ...), 2 bad usage,
 3 another device manager already runs in the runtime directory.
 """
@@ -94,10 +94,11 @@ from nnrt.server.devmgr_config import (
     default_config_path,
     load_config,
 )
-from nnrt.server.devmgr_ctl import ControlServer, DevmgrAlreadyRunning
+from nnrt.common.devmgr_cli import add_arguments
+from nnrt.common.devmgr_ctl import ControlServer, DevmgrAlreadyRunning, describe_exit
 from nnrt.server.journal import JournalFormatter, stderr_is_journal
-from nnrt.server.runtime_dir import ENV as RUNTIME_DIR_ENV
-from nnrt.server.runtime_dir import (
+from nnrt.common.runtime_dir import ENV as RUNTIME_DIR_ENV
+from nnrt.common.runtime_dir import (
     grpc_socket,
     lock_path,
     remove_stale_lock,
@@ -117,17 +118,6 @@ _PRIVATE_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", 
                 "LISTEN_FDNAMES")
 _EMPTY = empty_pb2.Empty()
 MARKER_ENV = "NNRT_DEVMGR_DIR"  # in a driver's environment: the runtime dir of its devmgr
-
-
-def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "-"
-    if code < 0:
-        try:
-            return signal.Signals(-code).name
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit {code}"
 
 
 def health_status(path: Path, timeout: float = 1.0) -> int | None:
@@ -1128,7 +1118,7 @@ class DeviceManager:
     # -- the operator's commands (control socket) ----------------------------------------
 
     def control(self, command: str, name: str) -> dict:
-        """`stop`, `start` or `restart` the driver `name` (server/devmgr_ctl.py). Answers at
+        """`stop`, `start` or `restart` the driver `name` (common/devmgr_ctl.py). Answers at
         once; the state in the status shows how it goes. Unknown name: code unknown-driver.
 
         stop: the driver is stopped (SIGTERM, `stop_timeout`, SIGKILL; its spare let go)
@@ -1234,31 +1224,6 @@ class DeviceManager:
 
 
 # -- command line ------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path,
-                        help="TOML file of the drivers to run (default: $NNRT_DEVMGR_CONFIG, "
-                             "else /etc/nnrt/devmgr.toml, else one cpu driver)")
-    parser.add_argument("--runtime-dir", type=Path,
-                        help="socket directory (default: $NNRT_RUNTIME_DIR, see README)")
-    parser.add_argument("--log-level", default="INFO",
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    parser.add_argument("--metrics-address", metavar="HOST:PORT", type=_metrics_address,
-                        help="serve Prometheus metrics over HTTP there (off by default; "
-                             "HOST alone: port 9720, :PORT: 127.0.0.1)")
-
-
-def _metrics_address(text: str) -> str:
-    from nnrt.server.metrics import (
-        parse_address,  # prometheus_client only when asked for
-    )
-
-    try:
-        parse_address(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
 
 
 def run(args: argparse.Namespace) -> int:

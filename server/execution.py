@@ -29,7 +29,7 @@ import numpy as np
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.buffers import BufferTable, SharedRegion
 from nnrt.server.device import CancelCheck
-from nnrt.server.errors import (
+from nnrt.common.errors import (
     NNRT_FAILED,
     NNRT_INSUFFICIENT_BUFFER,
     NNRT_INVALID_BUFFER,

@@ -19,7 +19,7 @@ import struct
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import DriverError
+from nnrt.common.errors import DriverError
 from nnrt.server.graph import Graph
 from nnrt.server.model_validation import build_graph
 from nnrt.server.sealed_blob import refusal, seal, unseal

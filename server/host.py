@@ -41,7 +41,7 @@ from nnrt.server import admin
 from nnrt.server.device import Device
 from nnrt.server.faults import FaultInjection
 from nnrt.server.run_scheduler import RunScheduler
-from nnrt.server.runtime_dir import (UnsafeRuntimeDir, ensure_runtime_dir, grpc_socket,
+from nnrt.common.runtime_dir import (UnsafeRuntimeDir, ensure_runtime_dir, grpc_socket,
                                      session_socket, stale_socket)
 from nnrt.server.servicers import DeviceServicer, PreparedModelServicer
 from nnrt.server.sessions import ChannelPolicy, SessionChannelServer, SessionRegistry

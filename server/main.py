@@ -10,7 +10,7 @@
     nnrt-driver accel --spec npu-sim.toml   # the NPU simulator with a spec of your own
 
 The driver first takes its name lock, `flock` on `<runtime dir>/<name>.lock` with its pid
-in it (server/runtime_dir.py), so that a driver still loading is visible and a second one of
+in it (common/runtime_dir.py), so that a driver still loading is visible and a second one of
 that name stops at once (exit 3).
 SIGTERM or SIGINT: stop accepting, let calls in flight finish (up to --grace seconds),
 remove the sockets and the lock file, exit 0. `--lifeline-fd N` (client/embedded.py): the same stop when
@@ -42,10 +42,11 @@ from pathlib import Path
 
 from nnrt.drivers import DEVICE_KINDS, DeviceUnavailable, load_device, reference
 from nnrt.server import buffers
-from nnrt.server.faults import DEVICE_STATUS, PLAIN_FIELDS, FaultInjection, Faults
+from nnrt.common.faults import DEVICE_STATUS, PLAIN_FIELDS, Faults
+from nnrt.server.faults import FaultInjection
 from nnrt.server.host import STALL_TIMEOUT, DriverAlreadyRunning, DriverHost
 from nnrt.server.journal import JournalFormatter, stderr_is_journal
-from nnrt.server.runtime_dir import DriverLock, NameLocked, UnsafeRuntimeDir, runtime_dir
+from nnrt.common.runtime_dir import DriverLock, NameLocked, UnsafeRuntimeDir, runtime_dir
 from nnrt.server.sessions import DEFAULT_MAX_RUNS_PER_SESSION, ChannelPolicy
 
 log = logging.getLogger("nnrt.driver")
@@ -335,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     directory, name = args.runtime_dir or runtime_dir(), args.name or args.kind
     lock: DriverLock | None = None
     try:
-        # The name lock first (server/runtime_dir.py): a driver still loading is seen as
+        # The name lock first (common/runtime_dir.py): a driver still loading is seen as
         # alive by the embedded driver's start rules, and a second one of this name stops
         # here. A spare takes it only at its go: the live driver holds it until it dies.
         if args.standby_fd is None:

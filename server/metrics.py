@@ -31,7 +31,6 @@ Decisions:
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import time
 from collections.abc import Iterator
@@ -49,42 +48,16 @@ from prometheus_client.registry import Collector
 from nnrt.protos import admin_pb2 as admin_pb
 from nnrt.protos import admin_pb2_grpc
 from nnrt.server.devmgr import STATES
-from nnrt.server.runtime_dir import grpc_socket
+from nnrt.common.devmgr_cli import DEFAULT_HOST, DEFAULT_PORT, parse_address  # noqa: F401 (API)
+from nnrt.common.runtime_dir import grpc_socket
 
 if TYPE_CHECKING:
     from nnrt.server.devmgr import DeviceManager
 
 log = logging.getLogger("nnrt.devmgr.metrics")
 
-DEFAULT_PORT = 9720
-DEFAULT_HOST = "127.0.0.1"
 SCRAPE_TIMEOUT = 2.0  # s one driver's GetStatus may take during a scrape
 LABELS = ("driver", "kind")
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """`HOST:PORT`, `HOST`, `:PORT` or `[V6]:PORT` -> (host, port); ValueError otherwise."""
-    text = text.strip()
-    if not text:
-        raise ValueError("empty address")
-    if text.startswith("["):  # [v6] or [v6]:port
-        host, sep, rest = text[1:].partition("]")
-        if not sep or (rest and not rest.startswith(":")):
-            raise ValueError(f"bad address {text!r}: expected [IPV6]:PORT")
-        ipaddress.IPv6Address(host)
-        port_text = rest[1:] if rest else ""
-    elif text.count(":") > 1:
-        raise ValueError(f"bad address {text!r}: write an IPv6 host in brackets, [::1]:PORT")
-    else:
-        host, _, port_text = text.partition(":")
-        host = host or DEFAULT_HOST
-    if not port_text:
-        port = DEFAULT_PORT
-    elif port_text.isdigit() and 0 <= int(port_text) <= 65535:
-        port = int(port_text)
-    else:
-        raise ValueError(f"bad port {port_text!r} in {text!r}: 0-65535")
-    return host, port
 
 
 def driver_status(path: Path, timeout: float = SCRAPE_TIMEOUT) -> admin_pb.DriverStatus | None:

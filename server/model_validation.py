@@ -21,8 +21,8 @@ from nnrt.protos import model_types_pb2 as mt
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.protos.generate import oneof_member
 from nnrt.server.device import PrepareConfig
-from nnrt.server.dtypes import VALID_FORMATS, numpy_dtype
-from nnrt.server.errors import (
+from nnrt.common.dtypes import VALID_FORMATS, numpy_dtype
+from nnrt.common.errors import (
     NNRT_INVALID_DATATYPE,
     NNRT_INVALID_FORMAT,
     NNRT_INVALID_INPUT,

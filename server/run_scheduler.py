@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from .errors import NNRT_TIME_OUT, DriverError
+from ..common.errors import NNRT_TIME_OUT, DriverError
 
 POLL_S = 0.05  # how often a waiting run looks whether its caller gave up
 ACTIVE_S = 1.0  # a session that ran this recently counts as active

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, DriverError
+from nnrt.common.errors import NNRT_INVALID_MODEL_CACHE, DriverError
 
 
 def refusal(what: str, why: str) -> DriverError:

@@ -21,7 +21,7 @@ from nnrt.server import execution
 from nnrt.server.run_scheduler import RunScheduler
 from nnrt.server.buffers import SharedRegion
 from nnrt.server.device import Device, PreparedModel
-from nnrt.server.errors import (
+from nnrt.common.errors import (
     HDF_ERR_NOPERM,
     NNRT_CANCELLED,
     NNRT_FAILED,
@@ -35,7 +35,7 @@ from nnrt.server.errors import (
 )
 from nnrt.server.faults import FaultInjection
 from nnrt.server.model_validation import build_graph, validate_config
-from nnrt.server.session_channel import METADATA_KEY
+from nnrt.common.session_channel import METADATA_KEY
 from nnrt.server.sessions import PreparedEntry, Session, SessionRegistry
 from nnrt.server.stats import RunStats
 
@@ -310,7 +310,7 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
         return self.run_in_session(session, request, context.is_active)
 
     def run_packet(self, session: Session, payload: bytes, deadline: float | None) -> bytes:
-        """Run as the session channel carries it (server/session_channel.py): bytes in and
+        """Run as the session channel carries it (common/session_channel.py): bytes in and
         out, the caller's timeout as a deadline."""
         try:
             request = pb.RunRequest.FromString(payload)

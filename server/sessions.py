@@ -2,7 +2,7 @@
 
 A session is born when a client connects to `<name>.session` and dies when that connection
 closes, for whatever reason (clean close, client crash, SIGKILL). Its buffers and prepared
-models die with it. See server/session_channel.py for the wire protocol.
+models die with it. See common/session_channel.py for the wire protocol.
 
 The channel is one selector thread that every session shares, so nothing a client does may
 make it wait or die (the decisions of a system service: gRPC core, binder):
@@ -46,10 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from nnrt.protos import hdi_pb2 as pb
-from nnrt.server import session_channel as channel
+from nnrt.common import session_channel as channel
 from nnrt.server.buffers import BufferTable, SharedRegion
 from nnrt.server.device import PreparedModel
-from nnrt.server.errors import (
+from nnrt.common.errors import (
     HDF_ERR_NOPERM,
     NNRT_DEVICE_BUSY,
     NNRT_FAILED,

@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2
 
 from nnrt.client.hdi import DriverClient
 from nnrt.server.devmgr import health_status  # the device manager's probe, shared by the tests
-from nnrt.server.runtime_dir import grpc_socket, session_socket
+from nnrt.common.runtime_dir import grpc_socket, session_socket
 
 # Tests point the client at drivers they start themselves; a test that exercises the
 # embedded default drivers removes this from its environment.

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nnrt.server.devmgr_ctl import DevmgrUnavailable, request
+from nnrt.common.devmgr_ctl import DevmgrUnavailable, request
 
 # Short timings so a test sees restarts, backoff and crash loops in well under a second.
 FAST_CONFIG = """\

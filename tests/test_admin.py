@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from nnrt.protos import admin_pb2 as apb
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import (
+from nnrt.common.errors import (
     HDF_ERR_INVALID_PARAM,
     HDF_ERR_NOPERM,
     NNRT_INVALID_INPUT,

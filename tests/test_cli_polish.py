@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nnrt.client import Model, api, cli, model_file
+from nnrt.client import Model, api, cli
+from nnrt.common import model_file
 from nnrt.client.commands import common
 from nnrt.client.commands.common import EXIT_CODES, probe_driver
 from tests.conftest import start_driver, wait_until

@@ -1,4 +1,4 @@
-"""Saved models (client/model_file.py) and `nnrt run` / `nnrt bench`, as real processes
+"""Saved models (common/model_file.py) and `nnrt run` / `nnrt bench`, as real processes
 against a real driver: round trips, refused files, results checked against numpy computed
 here, input checks, exit codes, the --json shapes, the embedded fallback."""
 
@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nnrt.client import Model, model_file
-from nnrt.client.capi._objects import IODesc, LoweredModel
+from nnrt.client import Model
+from nnrt.common import model_file
+from nnrt.common.hdi_model import IODesc, LoweredModel
 from nnrt.client.commands.run import output_file_names
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import node_attrs_pb2 as na
 from tests.conftest import start_driver
 from tests.helpers.cli import CLI_TIMEOUT, nnrt

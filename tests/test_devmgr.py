@@ -18,8 +18,8 @@ from nnrt.client import cli
 from nnrt.server.devmgr import Notifier
 from nnrt.server.devmgr_config import (ConfigError, DriverSpec, RestartPolicy, Settings,
                                        parse_config)
-from nnrt.server.devmgr_ctl import ctl_path, request
-from nnrt.server.runtime_dir import driver_names, grpc_socket, session_socket
+from nnrt.common.devmgr_ctl import ctl_path, request
+from nnrt.common.runtime_dir import driver_names, grpc_socket, session_socket
 from tests.conftest import health_status, start_driver, wait_until
 from tests.devmgr_util import (FAST_CONFIG, WAIT, NotifyListener, config_text, pid_alive,
                                processes_using, start_devmgr)

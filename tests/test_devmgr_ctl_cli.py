@@ -14,9 +14,9 @@ import pytest
 from grpc_health.v1 import health_pb2
 from nnrt.client import cli
 from nnrt.client.commands.control import FAULT_HELP, _fault_fields
-from nnrt.server.devmgr_ctl import request
-from nnrt.server.faults import PLAIN_FIELDS
-from nnrt.server.runtime_dir import grpc_socket
+from nnrt.common.devmgr_ctl import request
+from nnrt.common.faults import PLAIN_FIELDS
+from nnrt.common.runtime_dir import grpc_socket
 
 from tests.conftest import health_status, start_driver
 from tests.devmgr_util import config_text, pid_alive, processes_using, start_devmgr

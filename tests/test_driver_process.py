@@ -16,7 +16,7 @@ from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import NNRT_SUCCESS
+from nnrt.common.errors import NNRT_SUCCESS
 from tests.conftest import health_status, start_driver
 from tests.helpers.hdi_models import add_model, io
 
@@ -91,7 +91,7 @@ def test_a_second_driver_on_the_same_socket_is_refused(shared_driver):
         capture_output=True, timeout=30,
     )
     assert proc.returncode == 3
-    # stopped by the name lock (server/runtime_dir.py) before it loads anything
+    # stopped by the name lock (common/runtime_dir.py) before it loads anything
     assert b"another driver named 'cpu' is running or starting" in proc.stderr
     assert f"is locked by pid {shared_driver.pid}".encode() in proc.stderr
     assert health_status(shared_driver.grpc_path) == health_pb2.HealthCheckResponse.SERVING

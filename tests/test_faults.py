@@ -16,7 +16,7 @@ from grpc_health.v1 import health_pb2
 from nnrt.client.hdi import DriverGone
 from nnrt.protos import admin_pb2 as apb
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import (
+from nnrt.common.errors import (
     NNRT_DEVICE_BUSY,
     NNRT_INVALID_MODEL_CACHE,
     NNRT_SUCCESS,

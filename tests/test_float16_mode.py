@@ -22,14 +22,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pytest
 
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.drivers.cpu.device import CpuDevice
 from nnrt.drivers.cpu.float16 import to_float16
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.device import PrepareConfig
-from nnrt.server.dtypes import numpy_dtype
-from nnrt.server.errors import NNRT_SUCCESS
+from nnrt.common.dtypes import numpy_dtype
+from nnrt.common.errors import NNRT_SUCCESS
 from nnrt.server.model_validation import build_graph
 from tests.kernels.util import Const, make_node, run_node
 

@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 
-from nnrt.client.hdi_model import HdiModelBuilder, PrepareError
+from nnrt.common.hdi_model import HdiModelBuilder, PrepareError
 from nnrt.drivers import reference
 from nnrt.drivers.cpu.device import CpuDevice
 from nnrt.drivers.cpu.plan import ExecutionPlan
@@ -27,7 +27,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server import main as driver_main
 from nnrt.server.device import PrepareConfig
-from nnrt.server.errors import NNRT_OUT_OF_MEMORY, NNRT_SUCCESS, DriverError
+from nnrt.common.errors import NNRT_OUT_OF_MEMORY, NNRT_SUCCESS, DriverError
 from nnrt.server.graph import DYNAMIC
 from nnrt.server.model_validation import build_graph
 from tests.conftest import memfd_mappings, open_fds, start_driver, wait_until

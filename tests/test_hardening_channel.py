@@ -24,8 +24,8 @@ import pytest
 
 from nnrt.client.hdi import DriverGone
 from nnrt.protos import hdi_pb2 as pb
-from nnrt.server import session_channel as channel
-from nnrt.server.errors import (
+from nnrt.common import session_channel as channel
+from nnrt.common.errors import (
     HDF_ERR_NOPERM,
     NNRT_DEVICE_BUSY,
     NNRT_INVALID_PARAMETER,

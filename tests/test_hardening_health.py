@@ -20,9 +20,9 @@ from grpc_health.v1 import health_pb2
 from nnrt.client.hdi import DriverClient
 from nnrt.drivers import load_device
 from nnrt.server.devmgr_config import Settings, load_config
-from nnrt.server.devmgr_ctl import DevmgrUnavailable
+from nnrt.common.devmgr_ctl import DevmgrUnavailable
 from nnrt.server.host import DriverHost
-from nnrt.server.runtime_dir import grpc_socket
+from nnrt.common.runtime_dir import grpc_socket
 from nnrt.server.sessions import SessionChannelServer
 from nnrt.server.stats import RunStats
 

@@ -24,7 +24,7 @@ import pytest
 from google.protobuf import empty_pb2
 
 from nnrt.protos import admin_pb2_grpc
-from nnrt.server.errors import NNRT_DEVICE_BUSY, NNRT_SUCCESS
+from nnrt.common.errors import NNRT_DEVICE_BUSY, NNRT_SUCCESS
 from tests.conftest import memfd_mappings, open_fds, wait_until
 from tests.helpers.channel_load import FLOODER, ROOT, Steady, rss_mb
 

@@ -29,7 +29,7 @@ from nnrt.server.devmgr_config import (
     DriverSpec,
     parse_config,
 )
-from nnrt.server.runtime_dir import grpc_socket, session_socket
+from nnrt.common.runtime_dir import grpc_socket, session_socket
 
 from tests.capi.util_executor import use_runtime
 from tests.conftest import health_status, wait_until

@@ -25,10 +25,10 @@ from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2
 
 from nnrt.client.capi import model_cache as mc
-from nnrt.client.capi._objects import IODesc
+from nnrt.common.hdi_model import IODesc
 from nnrt.client.hdi import DriverClient, UntrustedDriver
 from nnrt.protos import admin_pb2_grpc
-from nnrt.server import runtime_dir as rd
+from nnrt.common import runtime_dir as rd
 from nnrt.server.devmgr import health_status
 from tests.conftest import RunningDriver, start_driver
 
@@ -212,7 +212,7 @@ def test_client_checks_who_serves_by_peer_credentials(base: Path, monkeypatch) -
 _DISCOVER = """
 import sys
 from pathlib import Path
-import nnrt.server.runtime_dir as rd
+import nnrt.common.runtime_dir as rd
 rd.SYSTEM_DIR = Path(sys.argv[1])
 print("DIR", rd.runtime_dir())
 if rd.runtime_dir() == rd.SYSTEM_DIR:

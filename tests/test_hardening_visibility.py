@@ -18,7 +18,7 @@ from nnrt.client.hdi import DriverClient
 from nnrt.protos import admin_pb2_grpc
 from nnrt.server import buffers
 from nnrt.server.devmgr_config import ConfigError, parse_config
-from nnrt.server.runtime_dir import lock_holder, lock_path
+from nnrt.common.runtime_dir import lock_holder, lock_path
 
 from tests.conftest import start_driver
 from tests.devmgr_util import WAIT, config_text, processes_using, start_devmgr

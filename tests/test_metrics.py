@@ -15,7 +15,7 @@ import pytest
 from nnrt.client.cli import build_parser
 from nnrt.client.hdi import DriverClient
 from nnrt.server import metrics
-from nnrt.server.errors import NNRT_SUCCESS
+from nnrt.common.errors import NNRT_SUCCESS
 from nnrt.server.stats import LATENCY_BUCKETS, RunStats
 from tests.devmgr_util import WAIT, config_text, start_devmgr
 from tests.helpers.hdi_models import add_model, io

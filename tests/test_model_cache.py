@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, NNRT_SUCCESS
+from nnrt.common.errors import NNRT_INVALID_MODEL_CACHE, NNRT_SUCCESS
 from tests.helpers.hdi_models import f32, mlp
 from tests.helpers.model_cache import (
     BATCH,

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from google.protobuf import empty_pb2
 
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_pb2_grpc as rpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import (
+from nnrt.common.errors import (
     HDF_ERR_NOPERM,
     NNRT_INVALID_DATATYPE,
     NNRT_INVALID_FORMAT,

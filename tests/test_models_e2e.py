@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import NNRT_SUCCESS
+from nnrt.common.errors import NNRT_SUCCESS
 from tests.helpers.hdi_models import conv_nhwc_reference, f32, mlp, run
 
 

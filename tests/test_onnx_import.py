@@ -12,7 +12,8 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 import pytest
-from nnrt.client import Model, model_file
+from nnrt.client import Model
+from nnrt.common import model_file
 from nnrt.client.onnx_import import OnnxImportError, import_onnx
 from onnx import TensorProto, helper
 

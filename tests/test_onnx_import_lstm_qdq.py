@@ -446,7 +446,7 @@ def test_qdq_cnn_through_a_session_and_a_saved_model(runtime, tmp_path):
     session = InferenceSession(str(path), providers=["CPUExecutionProvider"])
     (got,) = session.run(None, feeds)
     assert np.max(np.abs(got - expected)) <= 2 * step + 1e-6
-    from nnrt.client import model_file
+    from nnrt.common import model_file
 
     with Model.load(path) as loaded:
         saved = model_file.save_model(loaded, tmp_path / "qcnn.nnrt")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from tests.helpers.hdi_models import NHWC, conv_nhwc_reference, run_int8

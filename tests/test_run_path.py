@@ -13,7 +13,7 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server import execution
 from nnrt.server.buffers import SharedRegion
 from nnrt.server.device import PrepareConfig
-from nnrt.server.errors import NNRT_FAILED, NNRT_INVALID_SHAPE, NNRT_SUCCESS
+from nnrt.common.errors import NNRT_FAILED, NNRT_INVALID_SHAPE, NNRT_SUCCESS
 from nnrt.server.faults import FaultInjection
 from nnrt.server.graph import DYNAMIC
 from nnrt.server.run_scheduler import RunScheduler

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from nnrt.server.errors import NNRT_TIME_OUT, DriverError
+from nnrt.common.errors import NNRT_TIME_OUT, DriverError
 from nnrt.server import run_scheduler
 from nnrt.server.run_scheduler import RunScheduler, granted_cores
 from tests.conftest import admin_details, in_threads, start_driver, wait_until

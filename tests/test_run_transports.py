@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server import session_channel as channel
-from nnrt.server.errors import NNRT_OPERATION_FORBIDDEN, NNRT_SUCCESS
+from nnrt.common import session_channel as channel
+from nnrt.common.errors import NNRT_OPERATION_FORBIDDEN, NNRT_SUCCESS
 from tests.conftest import in_threads, start_driver
 from tests.helpers.hdi_models import add_model, expect_run_abandoned, io
 

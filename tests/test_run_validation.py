@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from nnrt.client.hdi import DriverGone
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import (
+from nnrt.common.errors import (
     NNRT_INSUFFICIENT_BUFFER,
     NNRT_INVALID_BUFFER,
     NNRT_INVALID_BUFFER_SIZE,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from nnrt.client.hdi import DriverGone
-from nnrt.server.errors import NNRT_INVALID_MODEL, NNRT_SUCCESS
+from nnrt.common.errors import NNRT_INVALID_MODEL, NNRT_SUCCESS
 from tests.conftest import memfd_mappings, open_fds, start_driver, wait_until
 from tests.helpers.hdi_models import add_model, expect_run_abandoned, io
 
@@ -176,7 +176,7 @@ def test_sigterm_with_a_hung_run_still_exits_within_the_grace(runtime_dir):
 def test_a_buffer_allocated_as_its_session_ends_is_not_leaked():
     # The race between AllocateBuffer and session end, made deterministic in-process.
     from nnrt.server.buffers import BufferTable, SharedRegion
-    from nnrt.server.errors import NNRT_OPERATION_FORBIDDEN, DriverError
+    from nnrt.common.errors import NNRT_OPERATION_FORBIDDEN, DriverError
 
     table = BufferTable()
     table.close()

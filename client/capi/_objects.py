@@ -19,14 +19,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
-
-from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.common.hdi_model import IODesc, LoweredModel
 
 if TYPE_CHECKING:
     from nnrt.client.devices import Device
     from nnrt.client.hdi import SharedMemory
-    from nnrt.client.hdi_model import HdiModelBuilder
 
 H = TypeVar("H", bound="Handle")
 
@@ -54,68 +51,7 @@ def live(obj: Any, cls: type[H]) -> H | None:
     return None
 
 
-# -- OH_NN_DataType / OH_NN_Format ↔ HDI (capi.md 3.7, 3.9) --------------------------------
-
-# OH_NN_DataType value -> (HDI DataType code, numpy dtype or None for UNKNOWN)
-DATA_TYPES: dict[int, tuple[int, np.dtype | None]] = {
-    0: (ht.DATA_TYPE_UNKNOWN, None),
-    1: (ht.DATA_TYPE_BOOL, np.dtype(np.bool_)),
-    2: (ht.DATA_TYPE_INT8, np.dtype(np.int8)),
-    3: (ht.DATA_TYPE_INT16, np.dtype(np.int16)),
-    4: (ht.DATA_TYPE_INT32, np.dtype(np.int32)),
-    5: (ht.DATA_TYPE_INT64, np.dtype(np.int64)),
-    6: (ht.DATA_TYPE_UINT8, np.dtype(np.uint8)),
-    7: (ht.DATA_TYPE_UINT16, np.dtype(np.uint16)),
-    8: (ht.DATA_TYPE_UINT32, np.dtype(np.uint32)),
-    9: (ht.DATA_TYPE_UINT64, np.dtype(np.uint64)),
-    10: (ht.DATA_TYPE_FLOAT16, np.dtype(np.float16)),
-    11: (ht.DATA_TYPE_FLOAT32, np.dtype(np.float32)),
-    12: (ht.DATA_TYPE_FLOAT64, np.dtype(np.float64)),
-}
-HDI_TO_OH_DATA_TYPE = {hdi: oh for oh, (hdi, _) in DATA_TYPES.items()}
-
-
-def element_size(data_type: int) -> int:
-    """Bytes per element of an OH_NN_DataType; 0 for UNKNOWN or an undefined value."""
-    entry = DATA_TYPES.get(data_type)
-    return 0 if entry is None or entry[1] is None else entry[1].itemsize
-
-
-def hdi_format(oh_format: int) -> int:
-    """OH_NN_Format → HDI Format, the same for graph and run-time tensors in nnrt.
-
-    NCHW→FORMAT_NCHW, NHWC→FORMAT_NHWC, NONE and ND→FORMAT_NONE. (Upstream tags graph
-    tensors NONE/ND as NHWC but run-time ones as FORMAT_NONE; ours keeps both untagged,
-    and drivers compute untagged spatial inputs as NHWC — semantics.md.)
-    """
-    return {1: ht.FORMAT_NCHW, 2: ht.FORMAT_NHWC}.get(oh_format, ht.FORMAT_NONE)
-
-
 # -- what crosses module boundaries ---------------------------------------------------------
-
-
-@dataclass
-class IODesc:
-    """A model input or output as the front end describes it (OH_NN numbering)."""
-
-    name: str
-    data_type: int  # OH_NN_DataType
-    shape: list[int]  # -1 = dynamic
-    format: int  # OH_NN_Format
-
-
-@dataclass
-class LoweredModel:
-    """What a finished OH_NNModel gives a compilation (model.py → compilation.py).
-
-    `hdi` holds the HDI graph with parameter tensors folded into node attributes and the
-    remaining tensors renumbered; `hdi.prepare(client)` packs the constants into one shared
-    buffer and calls PrepareModel.
-    """
-
-    hdi: HdiModelBuilder
-    inputs: list[IODesc]
-    outputs: list[IODesc]
 
 
 @dataclass(eq=False)

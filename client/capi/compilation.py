@@ -68,15 +68,8 @@ from pathlib import Path
 from typing import Any
 
 from nnrt.client.capi import model_cache
-from nnrt.client.capi._objects import (
-    HDI_TO_OH_DATA_TYPE,
-    BuiltModel,
-    Handle,
-    IODesc,
-    LoweredModel,
-    hdi_format,
-    live,
-)
+from nnrt.client.capi._objects import BuiltModel, Handle, live
+from nnrt.common.hdi_model import HDI_TO_OH_DATA_TYPE, IODesc, LoweredModel, hdi_format
 from nnrt.client.capi.device import find_device
 from nnrt.client.capi.enums import (
     OH_NN_CONNECTION_EXCEPTION,
@@ -100,11 +93,11 @@ from nnrt.client.capi.model_cache import CacheContents, CacheDir, CacheInvalid
 from nnrt.client.capi.structs import c_count, c_int
 from nnrt.client.devices import Device
 from nnrt.client.hdi import DriverClient, DriverGone, SharedMemory
-from nnrt.client.hdi_model import PrepareError
+from nnrt.common.hdi_model import PrepareError
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
-from nnrt.server import session_channel as channel
-from nnrt.server.errors import (
+from nnrt.common import session_channel as channel
+from nnrt.common.errors import (
     NNRT_INVALID_PARAMETER,
     NNRT_INVALID_PERFORMANCE_MODE,
     NNRT_INVALID_PRIORITY,

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nnrt.client.capi._objects import DATA_TYPES, element_size, hdi_format
+from nnrt.common.hdi_model import DATA_TYPES, element_size, hdi_format
 from nnrt.client.capi.enums import OH_NN_ReturnCode
 from nnrt.client.capi.executor import (
     CONNECTION_EXCEPTION,
@@ -38,7 +38,7 @@ from nnrt.client.capi.executor import (
 from nnrt.client.capi.structs import OH_NN_Memory, OH_NN_Tensor, c_count, c_int
 from nnrt.client.hdi import BufferNotShared, DriverGone, SharedMemory
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import NNRT_SUCCESS, code_name
+from nnrt.common.errors import NNRT_SUCCESS, code_name
 
 __all__ = [
     "OH_NNExecutor_SetInput",

@@ -25,7 +25,7 @@ from nnrt.client.capi.structs import c_count
 from nnrt.client.devices import Device, registry
 from nnrt.client.hdi import DriverGone
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import NNRT_SUCCESS, code_name
+from nnrt.common.errors import NNRT_SUCCESS, code_name
 
 __all__ = ["OH_NNDevice_GetAllDevicesID", "OH_NNDevice_GetName", "OH_NNDevice_GetType"]
 

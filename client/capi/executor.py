@@ -55,14 +55,15 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nnrt.client.capi._objects import BuiltModel, Handle, IODesc, element_size, live
+from nnrt.client.capi._objects import BuiltModel, Handle, live
+from nnrt.common.hdi_model import IODesc, element_size
 from nnrt.client.capi.enums import OH_NN_ReturnCode
 from nnrt.client.capi.structs import c_count, c_int
 from nnrt.client.capi.tensor import NN_Tensor, io_bytes
 from nnrt.client.capi.tensor_desc import NN_TensorDesc, OH_NNTensorDesc_Create
 from nnrt.client.hdi import BufferNotShared, DriverClient, DriverGone
-from nnrt.client.hdi_model import PrepareError
-from nnrt.server.errors import (
+from nnrt.common.hdi_model import PrepareError
+from nnrt.common.errors import (
     HDF_ERR_NOT_SUPPORT,
     NNRT_NOT_SUPPORT,
     NNRT_OPERATION_FORBIDDEN,

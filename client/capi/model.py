@@ -25,15 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from nnrt.client.capi._objects import (
-    DATA_TYPES,
-    Handle,
-    IODesc,
-    LoweredModel,
-    element_size,
-    hdi_format,
-    live,
-)
+from nnrt.client.capi._objects import Handle, live
+from nnrt.common.hdi_model import DATA_TYPES, IODesc, LoweredModel, element_size, hdi_format
 from nnrt.client.capi.enums import (
     OH_NN_CONNECTION_EXCEPTION,
     OH_NN_FAILED,
@@ -59,9 +52,9 @@ from nnrt.client.capi.structs import (
 )
 from nnrt.client.capi.tensor_desc import NN_TensorDesc
 from nnrt.client.hdi import DriverGone
-from nnrt.client.hdi_model import HdiModelBuilder, PrepareError
+from nnrt.common.hdi_model import HdiModelBuilder, PrepareError
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import NNRT_SUCCESS, code_name
+from nnrt.common.errors import NNRT_SUCCESS, code_name
 
 __all__ = [
     "OH_NNModel",

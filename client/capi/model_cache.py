@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from nnrt.client.capi._objects import IODesc, LoweredModel
+from nnrt.common.hdi_model import IODesc, LoweredModel
 
 __all__: list[str] = []  # no C functions here
 

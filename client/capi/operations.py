@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from google.protobuf.descriptor import FieldDescriptor
 
-from nnrt.client.capi._objects import DATA_TYPES
+from nnrt.common.hdi_model import DATA_TYPES
 from nnrt.client.capi.enums import (
     OH_NN_FAILED,
     OH_NN_FORMAT_NCHW,

@@ -32,7 +32,8 @@ import os
 import weakref
 from typing import Any
 
-from nnrt.client.capi._objects import DATA_TYPES, Handle, hdi_format, live
+from nnrt.client.capi._objects import Handle, live
+from nnrt.common.hdi_model import DATA_TYPES, hdi_format
 from nnrt.client.capi.enums import (
     OH_NN_DYNAMIC_SHAPE,
     OH_NN_INVALID_PARAMETER,
@@ -46,7 +47,7 @@ from nnrt.client.capi.tensor_desc import NN_TensorDesc, OH_NNTensorDesc_GetByteS
 from nnrt.client.devices import Device
 from nnrt.client.hdi import DriverClient, DriverGone, SharedMemory
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import NNRT_SUCCESS, code_name
+from nnrt.common.errors import NNRT_SUCCESS, code_name
 
 __all__ = [
     "NN_Tensor",

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nnrt.client.capi._objects import Handle, element_size, live
+from nnrt.client.capi._objects import Handle, live
+from nnrt.common.hdi_model import element_size
 from nnrt.client.capi.enums import (
     OH_NN_DYNAMIC_SHAPE,
     OH_NN_INVALID_PARAMETER,

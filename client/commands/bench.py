@@ -1,4 +1,4 @@
-"""`nnrt bench`: latency and throughput of a saved model (client/model_file.py) or an ONNX
+"""`nnrt bench`: latency and throughput of a saved model (common/model_file.py) or an ONNX
 model (.onnx, imported as `nnrt run` does) on a device.
 
     $ nnrt bench mlp.nnrt --runs 1000 --concurrency 2
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nnrt.client import model_file
-from nnrt.client.capi._objects import LoweredModel
+from nnrt.common import model_file
+from nnrt.common.hdi_model import LoweredModel
 from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
                                          non_negative_int, positive_float, print_json, say)
 from nnrt.client.commands.run import (CommandError, Prepared, RunSlot, _positive_int,

@@ -16,9 +16,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from nnrt.client.devices import Device
 from nnrt.protos import admin_pb2, admin_pb2_grpc, hdi_pb2_grpc
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.devmgr import describe_exit
-from nnrt.server.devmgr_ctl import DevmgrUnavailable, ctl_path, request
-from nnrt.server.runtime_dir import driver_names, grpc_socket, runtime_dir
+
+from nnrt.common.devmgr_ctl import DevmgrUnavailable, ctl_path, describe_exit, request
+from nnrt.common.runtime_dir import driver_names, grpc_socket, runtime_dir
 
 # One exit code per kind of failure, the same in every subcommand (`nnrt --help` and the
 # README's "Exit codes" table show EXIT_CODES; a test holds the three together). Decisions:

@@ -45,8 +45,8 @@ from nnrt.client.commands.common import (
     say,
 )
 from nnrt.protos import admin_pb2, admin_pb2_grpc
-from nnrt.server.devmgr_ctl import DevmgrUnavailable, request
-from nnrt.server.runtime_dir import grpc_socket
+from nnrt.common.devmgr_ctl import DevmgrUnavailable, request
+from nnrt.common.runtime_dir import grpc_socket
 
 WAIT_TIMEOUT = 60.0  # s: a stop (stop_timeout, 15 s) plus a start (ready_timeout, 30 s)
 POLL = 0.1
@@ -56,7 +56,7 @@ ACTIONS = {
     "start": "start a stopped or failed driver (a fresh start, its failures forgotten)",
     "restart": "stop and start a driver, whatever its state, with its backoff reset",
 }
-# HDF return codes of SetFaults (server/errors.py)
+# HDF return codes of SetFaults (common/errors.py)
 _NOPERM, _INVALID_PARAM = -19, -3
 
 
@@ -171,7 +171,7 @@ def run_devmgr_action(args: argparse.Namespace) -> int:
 
 def _fault_fields():
     """(name, type) of the faults SetFaults carries as they are (server/faults.py)."""
-    from nnrt.server.faults import PLAIN_FIELDS, Faults
+    from nnrt.common.faults import PLAIN_FIELDS, Faults
 
     types = {f.name: f.type for f in fields(Faults)}
     return [(name, types[name]) for name in PLAIN_FIELDS]
@@ -224,7 +224,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         else:
             setter.add_argument(option, type=_probability, default=0.0, metavar="P",
                                 help=FAULT_HELP.get(name))
-    from nnrt.server.faults import DEVICE_STATUS
+    from nnrt.common.faults import DEVICE_STATUS
 
     setter.add_argument("--device-status", choices=sorted(DEVICE_STATUS),
                         help="what GetDeviceStatus reports")
@@ -242,7 +242,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
 
 
 def _requested_faults(args: argparse.Namespace):
-    from nnrt.server.faults import DEVICE_STATUS, Faults
+    from nnrt.common.faults import DEVICE_STATUS, Faults
 
     if args.fault_action == "clear":
         return Faults()
@@ -252,7 +252,7 @@ def _requested_faults(args: argparse.Namespace):
 
 
 def _faults_json(faults) -> dict:
-    from nnrt.server.faults import DEVICE_STATUS
+    from nnrt.common.faults import DEVICE_STATUS
 
     names = {code: name for name, code in DEVICE_STATUS.items()}
     data = {name: getattr(faults, name) for name, _ in _fault_fields()}
@@ -261,7 +261,7 @@ def _faults_json(faults) -> dict:
 
 
 def run_fault(args: argparse.Namespace) -> int:
-    from nnrt.server.admin import faults_from_proto, faults_to_proto
+    from nnrt.common.faults import faults_from_proto, faults_to_proto
 
     action, name = args.fault_action, args.driver
     directory = directory_of(args)

@@ -1,4 +1,4 @@
-"""`nnrt convert`: an ONNX model to a saved model (.nnrt, client/model_file.py).
+"""`nnrt convert`: an ONNX model to a saved model (.nnrt, common/model_file.py).
 
     $ nnrt convert resnet.onnx -o resnet.nnrt
     wrote resnet.nnrt: 20 nodes, 1.1 MiB
@@ -56,7 +56,7 @@ def parse_input_shapes(entries: list[str]) -> dict[str, list[int | None]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnrt.client import model_file
+    from nnrt.common import model_file
     from nnrt.client.onnx_import import OnnxImportError, import_onnx
 
     output: Path = args.output or args.model.with_suffix(model_file.EXTENSION)

@@ -1,4 +1,4 @@
-"""`nnrt run`: compile a saved model (client/model_file.py) or an ONNX model (imported by
+"""`nnrt run`: compile a saved model (common/model_file.py) or an ONNX model (imported by
 client/onnx_import.py when the file is named .onnx) on a device and run it once.
 
     $ nnrt run mlp.nnrt --input x.npy --output-dir out
@@ -51,19 +51,19 @@ from typing import Any
 
 import numpy as np
 
-from nnrt.client import model_file
-from nnrt.client.capi._objects import IODesc, LoweredModel
+from nnrt.common import model_file
+from nnrt.common.hdi_model import IODesc, LoweredModel
 from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK,
                                          EXIT_UNREACHABLE, EXIT_USAGE, add_common_arguments,
                                          print_json, say, table)
 from nnrt.client.devices import Device, DeviceRegistry
 from nnrt.client.embedded import DISABLE_ENV, embedded_disabled, find_or_start
 from nnrt.client.hdi import DriverClient, DriverGone, SharedMemory
-from nnrt.client.hdi_model import PrepareError
+from nnrt.common.hdi_model import PrepareError
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, code_name
-from nnrt.server.runtime_dir import ENV as RUNTIME_ENV
-from nnrt.server.runtime_dir import driver_names, runtime_dir
+from nnrt.common.errors import NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, code_name
+from nnrt.common.runtime_dir import ENV as RUNTIME_ENV
+from nnrt.common.runtime_dir import driver_names, runtime_dir
 
 DEFAULT_TIMEOUT_MS = 60_000
 DYNAMIC_OUTPUT_GUESS = 1 << 16  # bytes for an output of unknown size; grown when too small

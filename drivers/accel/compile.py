@@ -4,7 +4,7 @@
 
 (`nnrt compile MODEL.nnrt --device accel ...` runs this module; the client does not import
 driver code.) It does what the driver does at PrepareModel, ahead of time and without a
-driver: reads the saved model (client/model_file.py), validates it into a Graph as the
+driver: reads the saved model (common/model_file.py), validates it into a Graph as the
 driver host does (server/model_validation.build_graph), makes the device graph
 (drivers/accel/support.device_graph: float16 in relaxed precision, every node checked) and
 writes the binary (drivers/accel/offline.py) for the device specification given (default:
@@ -29,10 +29,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nnrt.client import model_file
-from nnrt.client.capi._objects import LoweredModel
+from nnrt.common import model_file
+from nnrt.common.hdi_model import LoweredModel
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import DriverError
+from nnrt.common.errors import DriverError
 from nnrt.server.graph import Graph
 from nnrt.server.model_validation import build_graph
 

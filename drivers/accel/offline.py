@@ -64,8 +64,8 @@ from typing import Any
 
 import numpy as np
 from nnrt.server import graph_cache
-from nnrt.server.dtypes import numpy_dtype
-from nnrt.server.errors import NNRT_INVALID_MODEL, DriverError
+from nnrt.common.dtypes import numpy_dtype
+from nnrt.common.errors import NNRT_INVALID_MODEL, DriverError
 from nnrt.server.graph import DYNAMIC, Graph, QuantParam, TensorSpec
 from nnrt.server.sealed_blob import seal, unseal
 
@@ -77,7 +77,7 @@ MAGIC = b"NNRTNPUB"
 FORMAT_VERSION = 1
 EXTENSION = ".npubin"
 WHAT = "offline model"
-_SAVED_MODEL_MAGIC = b"NNRTMODL"  # client/model_file.py: what `nnrt compile` reads
+_SAVED_MODEL_MAGIC = b"NNRTMODL"  # common/model_file.py: what `nnrt compile` reads
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _ENVELOPE = len(MAGIC) + 8  # magic, version, identity length

@@ -24,7 +24,7 @@ from nnrt.drivers.reference import supported_operations
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import graph_cache, sealed_blob
 from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
-from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, NNRT_TIME_OUT, DriverError
+from nnrt.common.errors import NNRT_INVALID_MODEL_CACHE, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import Graph, Shape
 from nnrt.server.run_scheduler import granted_cores
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from nnrt.drivers.registry import registrar
 from nnrt.protos.hdi_types_pb2 import QUANT_TYPE_ALL
-from nnrt.server.errors import NNRT_INVALID_NODE, NNRT_UNSUPPORTED_OP, DriverError
+from nnrt.common.errors import NNRT_INVALID_NODE, NNRT_UNSUPPORTED_OP, DriverError
 from nnrt.server.graph import NodeSpec, Shape
 
 KERNELS: dict[int, type[Kernel]] = {}

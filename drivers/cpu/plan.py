@@ -30,7 +30,7 @@ from nnrt.drivers.cpu.arena import ArenaPool
 from nnrt.drivers.cpu.kernel import Kernel, create_kernel
 from nnrt.drivers.reference import check_run_memory, infer_graph_shapes
 from nnrt.server.device import CancelCheck
-from nnrt.server.errors import NNRT_FAILED, NNRT_TIME_OUT, DriverError
+from nnrt.common.errors import NNRT_FAILED, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import DYNAMIC, Graph, Shape
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from .plan import GpuPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import graph_cache
 from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
-from nnrt.server.errors import NNRT_INVALID_MODEL_CACHE, DriverError
+from nnrt.common.errors import NNRT_INVALID_MODEL_CACHE, DriverError
 from nnrt.server.graph import Graph, Shape
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,7 @@ from ..registry import registrar
 from .opencl import ClRuntime, DeviceMemory, cl_error
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import DriverError
+from nnrt.common.errors import DriverError
 from nnrt.server.graph import NodeSpec, Shape
 
 GPU_OPS: dict[int, type[GpuOp]] = {}

@@ -29,7 +29,7 @@ import pyopencl as cl  # noqa: E402
 from .. import DeviceUnavailable  # noqa: E402
 from ..memory_budget import MemoryBudget  # noqa: E402
 
-from nnrt.server.errors import (  # noqa: E402
+from nnrt.common.errors import (  # noqa: E402
     NNRT_DEVICE_ERROR,
     NNRT_FAILED,
     NNRT_OUT_OF_MEMORY,

@@ -45,7 +45,7 @@ from .kernel import (
 from .opencl import ClRuntime, DeviceMemory, cl_error, iter_chunks
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.device import CancelCheck
-from nnrt.server.errors import NNRT_FAILED, NNRT_TIME_OUT, DriverError
+from nnrt.common.errors import NNRT_FAILED, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import DYNAMIC, Graph, Shape
 
 log = logging.getLogger(__name__)

@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.drivers.accel.cost import graph_costs
 from nnrt.drivers.accel.spec import DEFAULT_SPEC_TEXT, parse_spec
 from nnrt.drivers.accel.support import device_graph
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import (NNRT_INVALID_MODEL_CACHE, NNRT_OUT_OF_MEMORY, NNRT_SUCCESS,
+from nnrt.common.errors import (NNRT_INVALID_MODEL_CACHE, NNRT_OUT_OF_MEMORY, NNRT_SUCCESS,
                                 NNRT_UNSUPPORTED_OP)
 from tests.conftest import admin_details, start_driver, wait_until
 from tests.gpu.util import graph_of

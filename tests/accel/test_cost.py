@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nnrt.client import zoo
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.drivers.accel.cost import (
     MAC_DEPTH,
     NodeCost,

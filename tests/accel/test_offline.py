@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from nnrt.client import api, capi, model_file
-from nnrt.client.capi._objects import IODesc, LoweredModel
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.client import api, capi
+from nnrt.common import model_file
+from nnrt.common.hdi_model import IODesc, LoweredModel
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.drivers.accel import offline
 from nnrt.drivers.accel.compile import model_graph
 from nnrt.drivers.accel.spec import DEFAULT_SPEC_TEXT, load_spec, parse_spec
@@ -29,7 +30,7 @@ from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server import graph_cache
-from nnrt.server.errors import NNRT_INVALID_MODEL, NNRT_UNSUPPORTED_OP, DriverError
+from nnrt.common.errors import NNRT_INVALID_MODEL, NNRT_UNSUPPORTED_OP, DriverError
 from nnrt.server.graph import Graph
 from nnrt.server.sealed_blob import seal
 

@@ -25,7 +25,7 @@ from nnrt.client import capi
 from nnrt.client.capi import model_cache
 from nnrt.client.capi.compilation import OH_NNCompilation
 from nnrt.client.devices import DeviceRegistry, device_id_of
-from nnrt.server.errors import NNRT_INVALID_MODEL
+from nnrt.common.errors import NNRT_INVALID_MODEL
 from tests.capi.util_capi import W, add_model, use_runtime
 from tests.capi.util_compilation import (
     MAGIC,

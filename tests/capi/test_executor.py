@@ -12,7 +12,7 @@ from nnrt.client import capi
 from nnrt.client.capi import executor as executor_module
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import NNRT_NOT_SUPPORT, NNRT_SUCCESS
+from nnrt.common.errors import NNRT_NOT_SUPPORT, NNRT_SUCCESS
 from tests.capi.util_capi import F32, W, add_model
 from tests.capi.util_executor import (
     array,

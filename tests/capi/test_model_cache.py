@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from nnrt.client.capi import model_cache as mc
-from nnrt.client.capi._objects import IODesc
+from nnrt.common.hdi_model import IODesc
 from tests.capi.util_compilation import lowered_add
 
 DEVICE = 0x1234_5678_9ABC_DEF0

@@ -19,7 +19,7 @@ from nnrt.client import capi
 from nnrt.client.capi.tensor import NN_Tensor, io_tensor
 from nnrt.client.devices import DeviceRegistry, device_id_of
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import NNRT_SUCCESS
+from nnrt.common.errors import NNRT_SUCCESS
 from tests.capi.util_capi import W, add_model, desc, use_runtime
 from tests.capi.util_compilation import build
 from tests.conftest import start_driver, wait_until

@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from nnrt.client import capi
-from nnrt.client.capi._objects import IODesc, LoweredModel
+from nnrt.common.hdi_model import IODesc, LoweredModel
 from nnrt.client.devices import device_id_of
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
 from nnrt.protos import node_attrs_pb2 as na
@@ -126,7 +126,7 @@ def _feature_device(name: str, features: set[str], failing: set[str]):
     interface only) with `features` on and `failing` broken."""
     from nnrt.drivers.cpu.device import CpuDevice
     from nnrt.server.device import Device, PreparedModel
-    from nnrt.server.errors import (
+    from nnrt.common.errors import (
         NNRT_DEVICE_ERROR,
         NNRT_INVALID_MODEL_CACHE,
         NNRT_INVALID_PARAMETER,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nnrt.drivers.gpu.kernel import create_op, node_type_name
-from nnrt.server.errors import DriverError
+from nnrt.common.errors import DriverError
 from nnrt.server.graph import NodeSpec
 
 ENABLED = os.environ.get("NNRT_TEST_GPU_DIFFERENTIAL", "1") != "0"

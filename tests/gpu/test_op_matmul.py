@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.drivers.gpu.kernel import create_op
 from nnrt.drivers.gpu.plan import GpuPlan

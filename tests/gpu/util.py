@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.drivers.gpu.opencl import ClRuntime, choose_device
 from nnrt.drivers.gpu.plan import GpuPlan

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nnrt.server.errors import NNRT_SUCCESS
+from nnrt.common.errors import NNRT_SUCCESS
 from tests.helpers.hdi_models import add_model, io
 
 
@@ -81,7 +81,7 @@ FLOODER = textwrap.dedent("""
     from pathlib import Path
     from nnrt.client.hdi import DriverClient, _Waiter, run_request_bytes
     from nnrt.protos import hdi_pb2 as pb
-    from nnrt.server import session_channel as channel
+    from nnrt.common import session_channel as channel
     from tests.helpers.hdi_models import add_model, io
 
     client = DriverClient.connect(sys.argv[2], Path(sys.argv[1]))

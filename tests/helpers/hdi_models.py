@@ -10,10 +10,10 @@ import pytest
 
 from nnrt.client.demo import mlp_weights, numpy_mlp
 from nnrt.client.hdi import DriverClient
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import NNRT_SUCCESS
+from nnrt.common.errors import NNRT_SUCCESS
 from tests.conftest import RunningDriver, wait_until
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import NNRT_SUCCESS
+from nnrt.common.errors import NNRT_SUCCESS
 
 
 BATCH, SIZES = 3, (12, 24, 6)

@@ -15,7 +15,7 @@ from onnx.helper import np_dtype_to_tensor_dtype
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.dtypes import hdi_data_type
+from nnrt.common.dtypes import hdi_data_type
 from tests.kernels.util import (
     NNRT_FAILED,
     NNRT_INVALID_NODE,

@@ -11,7 +11,7 @@ import pytest
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.dtypes import hdi_data_type
+from nnrt.common.dtypes import hdi_data_type
 from nnrt.server.graph import QuantParam
 from tests.kernels.util import (
     NNRT_INVALID_NODE,

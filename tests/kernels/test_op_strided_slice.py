@@ -11,7 +11,7 @@ import pytest
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import DriverError
+from nnrt.common.errors import DriverError
 from tests.kernels.util import (
     NNRT_INVALID_NODE,
     NNRT_INVALID_SHAPE,

@@ -23,7 +23,7 @@ from nnrt.drivers.cpu.ort import engine
 from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import DriverError
+from nnrt.common.errors import DriverError
 from nnrt.server.graph import Graph, NodeSpec
 
 ENABLED = os.environ.get("NNRT_TEST_ORT_DIFFERENTIAL", "1") != "0"

@@ -19,7 +19,7 @@ from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.device import PrepareConfig
-from nnrt.server.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
+from nnrt.common.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
 from nnrt.server.graph import QuantParam
 from tests.conftest import admin_details, start_driver
 from tests.kernels.util import GraphBuilder, randn

@@ -15,7 +15,7 @@ from nnrt.drivers.cpu.ort import engine
 from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import DriverError
+from nnrt.common.errors import DriverError
 from nnrt.server.graph import DYNAMIC, Graph, NodeSpec, TensorSpec
 from tests.kernels.util import tensor_spec
 from tests.ort.differential import assert_agree, never, run_on_ort

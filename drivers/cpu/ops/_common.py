@@ -16,7 +16,7 @@ import numpy as np
 from nnrt.drivers.cpu.arena import scratch
 from nnrt.drivers.cpu.kernel import Kernel, invalid, unsupported
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.errors import (
+from nnrt.common.errors import (
     NNRT_INVALID_FORMAT,
     NNRT_INVALID_NODE,
     NNRT_INVALID_SHAPE,
@@ -466,7 +466,7 @@ def shapes_of_rank(node: NodeSpec, input_shapes: Sequence[Shape], rank: int) -> 
 def run_failure(node: NodeSpec, why: str) -> DriverError:
     """A run-time input VALUE the operator cannot take (an index out of range, …): that run
     fails with NNRT_FAILED; the same value in a constant input makes the node invalid."""
-    from nnrt.server.errors import NNRT_FAILED
+    from nnrt.common.errors import NNRT_FAILED
 
     return DriverError(NNRT_FAILED, f"node {node.index} ({node.name}): {why}")
 

@@ -31,7 +31,7 @@ from nnrt.drivers.cpu.ops._common import (
     require_unquantised,
 )
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import NNRT_FAILED, DriverError
+from nnrt.common.errors import NNRT_FAILED, DriverError
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
 BOOL = np.dtype(np.bool_)

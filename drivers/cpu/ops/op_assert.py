@@ -24,7 +24,7 @@ import numpy as np
 
 from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import NNRT_FAILED, DriverError
+from nnrt.common.errors import NNRT_FAILED, DriverError
 from nnrt.server.graph import NodeSpec, Shape
 
 log = logging.getLogger(__name__)

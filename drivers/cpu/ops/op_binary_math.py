@@ -39,7 +39,7 @@ from nnrt.drivers.cpu.ops._common import (
 from nnrt.drivers.cpu.ops.op_arithmetic import DivFusion, _Binary
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import NNRT_FAILED, DriverError
+from nnrt.common.errors import NNRT_FAILED, DriverError
 from nnrt.server.graph import NodeSpec
 
 

@@ -31,8 +31,8 @@ import numpy as np
 from nnrt.drivers.cpu.kernel import Kernel, invalid, register, unsupported
 from nnrt.drivers.cpu.ops._common import cast, require_unquantised
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.dtypes import NUMPY_DTYPES, numpy_dtype
-from nnrt.server.errors import NNRT_FAILED, DriverError
+from nnrt.common.dtypes import NUMPY_DTYPES, numpy_dtype
+from nnrt.common.errors import NNRT_FAILED, DriverError
 from nnrt.server.graph import NodeSpec, Shape
 
 BOOL = np.dtype(np.bool_)

@@ -30,7 +30,7 @@ from nnrt.drivers.cpu.ops._common import (
     shape_input,
 )
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.dtypes import numpy_dtype
+from nnrt.common.dtypes import numpy_dtype
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
 

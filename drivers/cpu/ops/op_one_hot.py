@@ -32,7 +32,7 @@ from nnrt.drivers.cpu.ops._common import (
     index_values,
 )
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import DriverError
+from nnrt.common.errors import DriverError
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
 

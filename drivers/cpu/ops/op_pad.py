@@ -37,7 +37,7 @@ from nnrt.drivers.cpu.ops._common import (
 )
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import DriverError
+from nnrt.common.errors import DriverError
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
 Pads = tuple[tuple[int, int], ...]

@@ -34,8 +34,8 @@ from nnrt.drivers.cpu.ops._common import (
     check_declared_shapes,
 )
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.dtypes import numpy_dtype
-from nnrt.server.errors import DriverError
+from nnrt.common.dtypes import numpy_dtype
+from nnrt.common.errors import DriverError
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
 Bounds = tuple[float | int, float | int, float | int]

@@ -31,7 +31,7 @@ from nnrt.drivers.cpu.ops._common import (
     require_output_dtype,
 )
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import DriverError
+from nnrt.common.errors import DriverError
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
 INFER = -1  # the shape entry whose size is inferred (numerically equal to DYNAMIC)

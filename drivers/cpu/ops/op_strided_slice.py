@@ -42,7 +42,7 @@ from nnrt.drivers.cpu.ops._common import (
     moved_dtype,
 )
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.errors import DriverError
+from nnrt.common.errors import DriverError
 from nnrt.server.graph import DYNAMIC, NodeSpec, Shape
 
 NEW_AXIS = -1  # an output dimension that is a new axis rather than a dimension of x

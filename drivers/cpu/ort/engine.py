@@ -41,7 +41,7 @@ import numpy as np
 import onnxruntime as ort
 from onnx import helper
 
-from ....server.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
+from ....common.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
 from ....server.graph import DYNAMIC, Graph, TensorSpec
 from ....server.sealed_blob import refusal, seal, unseal
 from ..kernel import Kernel

@@ -3,7 +3,7 @@ whether that directory may be trusted.
 
 Default (ARCHITECTURE.md, decision 9): `/run/nnrt` when this process may use it, else
 `$XDG_RUNTIME_DIR/nnrt`, else `/tmp/nnrt-$UID`. A driver named N listens on `N.sock`
-(gRPC, the HDI services) and `N.session` (the session channel, server/session_channel.py).
+(gRPC, the HDI services) and `N.session` (the session channel, common/session_channel.py).
 
 Decisions:
 

@@ -35,12 +35,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from nnrt.server.runtime_dir import ensure_runtime_dir
+from nnrt.common.runtime_dir import ensure_runtime_dir
 
 log = logging.getLogger(__name__)
 
@@ -174,3 +175,14 @@ class ControlServer:
             self._sock.close()
             self._sock = None
             self.path.unlink(missing_ok=True)
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "-"
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit {code}"

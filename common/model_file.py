@@ -1,7 +1,7 @@
 """Saved models: a finished model in one file, compiled and run later without the code that
 built it (`nnrt run`, `nnrt bench`).
 
-    from nnrt.client import model_file
+    from nnrt.common import model_file
     model_file.save_model(model.handle, "mlp.nnrt")    # a finished OH_NNModel (Pythonic: .handle)
     lowered = model_file.load("mlp.nnrt")              # LoweredModel: HDI graph + I/O descriptors
     model_id = lowered.hdi.prepare(client)             # on any device, later, elsewhere
@@ -52,11 +52,11 @@ from typing import Any
 
 import numpy as np
 
-from nnrt.client.capi._objects import DATA_TYPES, IODesc, LoweredModel, hdi_format
-from nnrt.client.hdi_model import HdiModelBuilder
+from nnrt.common.hdi_model import DATA_TYPES, IODesc, LoweredModel, hdi_format
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
-from nnrt.server.dtypes import numpy_dtype
+from nnrt.common.dtypes import numpy_dtype
 
 __all__ = ["EXTENSION", "FORMAT_VERSION", "MAGIC", "dtype_of", "dumps", "load", "loads", "save",
            "save_model", "shape_text"]
@@ -117,16 +117,14 @@ def save(lowered: LoweredModel, path: str | os.PathLike) -> Path:
 
 def save_model(model: Any, path: str | os.PathLike) -> Path:
     """Save a finished `OH_NNModel` (the Pythonic `Model`'s is `model.handle`; a `Model`
-    itself is accepted too). ValueError if it is not finished or destroyed."""
-    from nnrt.client.capi.model import OH_NNModel  # noqa: PLC0415 - the C API loads on use
-
-    if not isinstance(model, OH_NNModel) and isinstance(getattr(model, "handle", None), OH_NNModel):
-        model = model.handle
-    if not isinstance(model, OH_NNModel):
+    itself is accepted too): anything whose `lowered()` gives its LoweredModel. TypeError for
+    anything else, ValueError if it is not finished or destroyed."""
+    handle = model if callable(getattr(model, "lowered", None)) else getattr(model, "handle", None)
+    if not callable(getattr(handle, "lowered", None)):
         raise TypeError(f"save_model takes a finished OH_NNModel, not {type(model).__name__}")
-    if model.destroyed:
+    if getattr(handle, "destroyed", False):
         raise ValueError("the model is destroyed")
-    return save(model.lowered(), path)
+    return save(handle.lowered(), path)
 
 
 # -- reading --------------------------------------------------------------------------------
