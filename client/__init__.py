@@ -9,27 +9,35 @@ The Pythonic names are loaded on first use, so importing only the HDI client lay
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
+
+# A library's loggers (python.org's logging HOWTO): nothing printed unless the application
+# configures logging. A Python caller learns of a failure from the code or the exception,
+# which carry the reason; the CLI and the drivers configure logging and print it.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = ["Compiled", "DeviceInfo", "Executor", "Model", "NNRtError", "Operand", "list_devices",
            "InferenceSession", "SessionOptions", "NodeArg", "OnnxImportError"]
 _SESSION = {"InferenceSession", "SessionOptions", "NodeArg"}
+# The exception hierarchy (client/core/errors.py): NNRtError and one class per return code.
+_ERRORS = {"Failed", "InvalidParameter", "OutOfMemory", "OperationForbidden", "InvalidFile",
+           "InvalidPath", "RunTimeout", "Unsupported", "ConnectionLost", "SaveCacheFailed",
+           "DynamicShape", "DeviceUnavailable"}
+__all__ += sorted(_ERRORS)
 
 if TYPE_CHECKING:
-    from nnrt.client.api import (
-        Compiled,
-        DeviceInfo,
-        Executor,
-        Model,
-        NNRtError,
-        Operand,
-        list_devices,
-    )
+    from nnrt.client.api import Compiled, DeviceInfo, Executor, Model, Operand, list_devices
+    from nnrt.client.core.errors import NNRtError
     from nnrt.client.onnx_import import OnnxImportError
     from nnrt.client.session import InferenceSession, NodeArg, SessionOptions
 
 
 def __getattr__(name: str) -> Any:
+    if name in _ERRORS:
+        from nnrt.client.core import errors
+
+        return getattr(errors, name)
     if name in _SESSION:
         from nnrt.client import session
 

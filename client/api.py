@@ -51,6 +51,7 @@ from nnrt.client.capi.enums import (
 )
 from nnrt.client.capi.operation_table import OPERATIONS, ParamSpec
 from nnrt.client.capi.executor import run_sync
+from nnrt.client.core.errors import NNRtError
 
 __all__ = [
     "NNRtError",
@@ -94,19 +95,6 @@ _SPARE_SLOTS = 4  # idle tensor sets an executor keeps for reuse
 # -- errors --------------------------------------------------------------------------------------
 
 
-class NNRtError(Exception):
-    """A failed NNRt call; `code` is its OH_NN_ReturnCode."""
-
-    def __init__(self, code: int, message: str = "") -> None:
-        try:
-            self.code: OH_NN_ReturnCode | int = OH_NN_ReturnCode(code)
-            name = self.code.name
-        except ValueError:
-            self.code, name = code, str(code)
-        self.message = message
-        super().__init__(f"{message} ({name})" if message else name)
-
-
 class _Captured(logging.Handler):
     """The warnings the C API logs on this thread during a call (they say why it failed)."""
 
@@ -118,11 +106,6 @@ class _Captured(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if record.thread == self.thread:
             self.messages.append(record.getMessage())
-        if not logging.getLogger().handlers and logging.lastResort is not None:
-            # Being a handler, this one would silence Python's last-resort output of an
-            # application that configured no logging: keep what it would have shown.
-            if record.levelno >= logging.lastResort.level:
-                logging.lastResort.handle(record)
 
 
 def _call(what: str, fn: Callable[..., Any], *args: Any) -> Any:

@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from nnrt.common.hdi_model import IODesc, LoweredModel
+from nnrt.client.core.prepared_model import BuiltModel  # noqa: F401 (the modules' contract)
 
 if TYPE_CHECKING:
     from nnrt.client.devices import Device
@@ -52,17 +52,3 @@ def live(obj: Any, cls: type[H]) -> H | None:
 
 
 # -- what crosses module boundaries ---------------------------------------------------------
-
-
-@dataclass(eq=False)
-class BuiltModel:
-    """What a successful Build gives executors (compilation.py → executor.py)."""
-
-    device: Device
-    prepared_model_id: int  # in device.client()'s session
-    inputs: list[IODesc]
-    outputs: list[IODesc]
-    min_dims: list[list[int]]  # GetInputDimRanges, per input
-    max_dims: list[list[int]]
-    model: LoweredModel | None = None  # kept to re-prepare after a driver restart
-    extra: dict[str, Any] = field(default_factory=dict)

@@ -31,10 +31,10 @@ from nnrt.client.capi.executor import (
     SUCCESS,
     OH_NNExecutor,
     _executor,
-    _Ranges,
-    check_reply,
-    release_memory,
 )
+from nnrt.client.core import execution
+from nnrt.client.core.errors import NNRtError
+from nnrt.client.core.prepared_model import DimRanges, release_memory
 from nnrt.client.capi.structs import OH_NN_Memory, OH_NN_Tensor, c_count, c_int
 from nnrt.client.hdi import BufferNotShared, DriverGone, SharedMemory
 from nnrt.protos import hdi_types_pb2 as ht
@@ -157,10 +157,10 @@ def _check_input(ex: OH_NNExecutor, inputIndex: Any, tensor: OH_NN_Tensor) -> tu
     """The checks 2.17 and 2.24 share after their NULL checks: (code, index)."""
     dims = _dims_of(tensor)
     ranges = ex.dim_ranges()
-    if ranges.status == _Ranges.FAILED:
+    if ranges.status == DimRanges.FAILED:
         log.warning("SetInput on %s: the input-range query failed", ex.device.name)
         return UNAVAILABLE_DEVICE, -1
-    if ranges.status == _Ranges.OK:
+    if ranges.status == DimRanges.OK:
         index = c_count(inputIndex)
         if index is None or index >= len(ranges.mins) or index >= len(ranges.maxs) or \
                 dims is None:
@@ -356,9 +356,11 @@ def OH_NNExecutor_Run(executor: OH_NNExecutor | None) -> int:
         except BufferNotShared as exc:
             log.warning("OH_NNExecutor_Run on %s: %s", ex.device.name, exc)
             return MEMORY_ERROR
-        code, shapes = check_reply(reply, len(outputs), "OH_NNExecutor_Run")
-        if code != SUCCESS:
-            return code
+        try:
+            shapes = execution.output_shapes(reply, len(outputs))
+        except NNRtError as exc:
+            log.warning("OH_NNExecutor_Run: %s", exc.message)
+            return exc.code
         produced = []
         for io, shape, binding in zip(ex.outputs, shapes, outputs):
             if len(shape) != len(io.shape) or any(d < 0 for d in shape):

@@ -9,25 +9,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-
-class OH_NN_ReturnCode(IntEnum):
-    """capi.md 3.4."""
-
-    OH_NN_SUCCESS = 0
-    OH_NN_FAILED = 1
-    OH_NN_INVALID_PARAMETER = 2
-    OH_NN_MEMORY_ERROR = 3
-    OH_NN_OPERATION_FORBIDDEN = 4
-    OH_NN_NULL_PTR = 5
-    OH_NN_INVALID_FILE = 6
-    OH_NN_UNAVALIDABLE_DEVICE = 7
-    OH_NN_INVALID_PATH = 8
-    OH_NN_TIMEOUT = 9
-    OH_NN_UNSUPPORTED = 10
-    OH_NN_CONNECTION_EXCEPTION = 11
-    OH_NN_SAVE_CACHE_EXCEPTION = 12
-    OH_NN_DYNAMIC_SHAPE = 13
-    OH_NN_UNAVAILABLE_DEVICE = 14
+from nnrt.client.core.errors import OH_NN_ReturnCode  # defined with the exceptions
 
 
 class OH_NN_PerformanceMode(IntEnum):

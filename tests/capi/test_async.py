@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from nnrt.client import capi
-from nnrt.client.capi import executor as executor_module
+from nnrt.client.core import execution
 from tests.capi.util_capi import W, add_model
 from tests.capi.util_executor import Callbacks, array, make_executor, tensor, use_runtime
 from tests.conftest import start_driver, wait_until
@@ -357,4 +357,4 @@ def test_workers_and_deadline_thread_are_runtime_threads(ex, io):
     assert capi.OH_NNExecutor_RunAsync(ex, [tin], 1, [tout], 1, 1000, 1) == OK
     assert wait_until(lambda: names, 5)
     assert names[0].startswith("nnrt-")
-    assert executor_module.WORKERS >= 50
+    assert execution.WORKERS >= 50

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from nnrt.client import capi
-from nnrt.client.capi import executor as executor_module
+from nnrt.client.core.prepared_model import DimRanges
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_DEVICE_ERROR
@@ -35,7 +35,7 @@ def dyn(rt):
 
 
 def no_ranges(ex) -> None:
-    ex._ranges = executor_module._Ranges("unsupported")
+    ex._ranges = DimRanges("unsupported")
 
 
 def fake_reply(monkeypatch, ex, reply) -> None:
@@ -67,7 +67,7 @@ def test_set_input_length_beyond_buffer(ex):
 
 
 def test_set_input_range_query_fails(ex):
-    ex._ranges = executor_module._Ranges("failed")
+    ex._ranges = DimRanges("failed")
     assert capi.OH_NNExecutor_SetInput(ex, 0, t(), X, X.nbytes) == capi.OH_NN_UNAVAILABLE_DEVICE
 
 
@@ -316,7 +316,7 @@ def test_set_input_with_memory_null_arguments(ex):
 
 def test_set_input_with_memory_checks_of_set_input(ex):
     memory = capi.OH_NNExecutor_AllocateInputMemory(ex, 0, 24)
-    ex._ranges = executor_module._Ranges("failed")
+    ex._ranges = DimRanges("failed")
     assert capi.OH_NNExecutor_SetInputWithMemory(ex, 0, t(), memory) == \
         capi.OH_NN_UNAVAILABLE_DEVICE
     ex._ranges = None

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nnrt.client import capi
-from nnrt.client.capi import executor as executor_module
+from nnrt.client.core.prepared_model import DimRanges
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_NOT_SUPPORT, NNRT_SUCCESS
@@ -238,9 +238,9 @@ def test_get_input_dim_range_query_fails(ex, monkeypatch):
 
 
 def test_get_input_dim_range_inconsistent_answer(ex):
-    ex._ranges = executor_module._Ranges("ok", [[2, 3]], [[2, 3], [1]])
+    ex._ranges = DimRanges("ok", [[2, 3]], [[2, 3], [1]])
     assert capi.OH_NNExecutor_GetInputDimRange(ex, 0) == (INVALID, None, None)
-    ex._ranges = executor_module._Ranges("ok", [[2, 3]], [[2]])
+    ex._ranges = DimRanges("ok", [[2, 3]], [[2]])
     assert capi.OH_NNExecutor_GetInputDimRange(ex, 0) == (INVALID, None, None)
 
 
@@ -326,7 +326,7 @@ def test_run_sync_smaller_count_uses_first_elements(ex, io):
 
 def test_run_sync_range_list_length_differs(ex, io):
     tin, tout, _ = io
-    ex._ranges = executor_module._Ranges("ok", [[2, 3], [1]], [[2, 3], [1]])
+    ex._ranges = DimRanges("ok", [[2, 3], [1]], [[2, 3], [1]])
     assert capi.OH_NNExecutor_RunSync(ex, [tin], 1, [tout], 1) == INVALID
 
 
@@ -345,7 +345,7 @@ def test_run_sync_input_outside_ranges(ex, io, shape):
 
 def test_run_sync_null_input_without_ranges(ex, io):
     _, tout, _ = io
-    ex._ranges = executor_module._Ranges("unsupported")
+    ex._ranges = DimRanges("unsupported")
     assert capi.OH_NNExecutor_RunSync(ex, [None], 1, [tout], 1) == INVALID
 
 

@@ -1,0 +1,355 @@
+"""Running a PreparedModel: one synchronous run on the caller's thread (`run`), and the
+runtime of asynchronous runs (`AsyncRun`: worker threads, one deadline thread, death
+tracking per driver session).
+
+Synchronous runs call the driver on the caller's thread: gRPC fails the call the moment the
+driver's socket closes, so a run whose driver dies fails promptly with ConnectionLost.
+
+Every accepted asynchronous run completes exactly once, decided by whichever comes first:
+
+* the driver's answer (worker thread) — SUCCESS or the code a synchronous run would give;
+* its deadline (one scheduler thread for all runs) — OH_NN_TIMEOUT at the deadline; the
+  driver was given the same deadline as the gRPC deadline and abandons the run itself;
+* the death of the driver (the client's `on_death`, which fires when the session channel
+  reaches end-of-file) — `on_died(userData)` then `on_done(userData,
+  OH_NN_CONNECTION_EXCEPTION, ...)`.
+
+Callbacks never run inside the call that starts the run: on normal completion they run on
+the worker thread, otherwise on a small callback pool, so user code never delays a deadline
+or a death notice.
+
+Tensors are described to the driver by the front end (`describe(tensor, client)`: the
+serialized IOTensor of a tensor in that driver session), so this module runs any kind of
+shared-memory tensor.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from nnrt.client.hdi import BufferNotShared, DriverClient, DriverGone
+from nnrt.common.errors import NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, code_name
+
+from .errors import (ConnectionLost, DeviceUnavailable, Failed, InvalidParameter, NNRtError,
+                     OH_NN_ReturnCode, RunTimeout)
+from .prepared_model import PreparedModel
+
+log = logging.getLogger(__name__)
+
+SUCCESS = OH_NN_ReturnCode.OH_NN_SUCCESS
+MAX_OUTPUT_RANK = 10  # a returned output shape must be storable in an NN_TensorDesc
+# How long a worker whose gRPC call failed waits for the session channel to confirm a death.
+_DEATH_CONFIRM_S = 0.05
+
+Describe = Callable[[Any, DriverClient], bytes]
+
+
+class OutputsTooSmall(DeviceUnavailable):
+    """An output window was too small for what the run produced (the driver's
+    NNRT_INSUFFICIENT_BUFFER): `shapes` are the true output shapes, so a front end that
+    sizes its own outputs can resize them and run again. Nothing was written."""
+
+    def __init__(self, message: str, shapes: list[list[int]], *, reason: str = "") -> None:
+        super().__init__(message, reason=reason)
+        self.shapes = shapes
+
+
+def output_shapes(reply: Any, output_count: int) -> list[list[int]]:
+    """The output shapes of a Run reply (capi.md 1.46 after the driver answered); the
+    failure as an NNRtError otherwise."""
+    if reply.returnCode != NNRT_SUCCESS or not reply.outputDims:
+        what = code_name(reply.returnCode) if reply.returnCode else "no output shapes"
+        message = f"the driver's Run failed: {what}"
+        if reply.returnCode == NNRT_INSUFFICIENT_BUFFER and len(reply.outputDims) == output_count:
+            raise OutputsTooSmall(message, [list(d.values) for d in reply.outputDims],
+                                  reason=reply.reason)
+        raise DeviceUnavailable(message, reason=reply.reason)
+    shapes = [list(d.values) for d in reply.outputDims]
+    if len(shapes) != output_count:
+        raise InvalidParameter(f"the driver returned {len(shapes)} output shapes for "
+                               f"{output_count} outputs")
+    for s in shapes:
+        if not 0 < len(s) <= MAX_OUTPUT_RANK:
+            raise InvalidParameter(f"the driver returned an unstorable output shape {shapes}")
+    return shapes
+
+
+def run(model: PreparedModel, inputs: Sequence[Any], outputs: Sequence[Any],
+        timeout: float | None, describe: Describe) -> list[list[int]]:
+    """Run once on the calling thread and wait, with a deadline of `timeout` seconds (None:
+    none; RunTimeout past it, and the driver abandons the run). The tensors are checked by the
+    caller. Returns the output shapes (also stored in the output tensors and the model)."""
+    if not model.enter():
+        raise InvalidParameter("the model is closed")
+    try:
+        try:
+            client, model_id = model.session()
+            # after a driver restart, the tensors' memfds are registered with the new session
+            ios_in = [describe(t, client) for t in inputs]
+            ios_out = [describe(t, client) for t in outputs]
+            reply = client.run(model_id, ios_in, ios_out, timeout)
+        except DriverGone as exc:
+            raise ConnectionLost(f"{model.device.name}: {exc}") from None
+        except TimeoutError:
+            raise RunTimeout(f"{model.device.name}: no result within {timeout:g} s; the driver "
+                             "was told to abandon the run") from None
+        except BufferNotShared as exc:
+            raise Failed(f"{model.device.name}: a tensor's memory: {exc}") from None
+        shapes = output_shapes(reply, len(outputs))
+        model.store_output_shapes(outputs, shapes)
+        return shapes
+    finally:
+        model.leave()
+
+
+# -- asynchronous runs: the runtime's threads -----------------------------------------------------
+
+
+class AsyncRun:
+    """One accepted RunAsync: completes exactly once."""
+
+    __slots__ = ("executor", "client", "model_id", "inputs", "outputs", "ios_in", "ios_out",
+                 "count", "deadline", "timeout_ms", "user_data", "on_done", "on_died",
+                 "_lock", "done", "__weakref__")
+
+    def __init__(self, executor: PreparedModel, client: DriverClient, model_id: int,
+                 inputs: list, outputs: list, count: int, timeout_ms: int,
+                 user_data: Any, on_done: Callable | None, on_died: Callable | None,
+                 describe: Describe) -> None:
+        self.executor = executor
+        self.client = client
+        self.model_id = model_id
+        self.inputs = inputs
+        self.outputs = outputs  # the very handles passed in (identity holds)
+        self.ios_in = [describe(t, client) for t in inputs]
+        self.ios_out = [describe(t, client) for t in outputs]
+        self.count = count
+        self.timeout_ms = timeout_ms
+        self.deadline = time.monotonic() + timeout_ms / 1000
+        self.user_data = user_data
+        self.on_done = on_done
+        self.on_died = on_died
+        self._lock = threading.Lock()
+        self.done = False
+
+    def claim(self) -> bool:
+        """True for the one caller that decides the outcome."""
+        with self._lock:
+            if self.done:
+                return False
+            self.done = True
+        _untrack(self)
+        return True
+
+    def deliver(self, code: int, died: bool = False) -> None:
+        """Call the callbacks (once, after a successful claim) and let the executor go."""
+        try:
+            if died and self.on_died is not None:
+                try:
+                    self.on_died(self.user_data)
+                except Exception:
+                    log.exception("NN_OnServiceDied callback raised")
+            if self.on_done is not None:
+                try:
+                    self.on_done(self.user_data, OH_NN_ReturnCode(code), self.outputs, self.count)
+                except Exception:
+                    log.exception("NN_OnRunDone callback raised")
+        finally:
+            self.executor.leave()
+
+    # outcomes --------------------------------------------------------------------------
+
+    def execute(self) -> None:
+        """On a worker thread: the driver call, then completion unless already decided."""
+        if self.done:
+            return
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            return  # the deadline thread completes it
+        try:
+            reply = self.client.run(self.model_id, self.ios_in, self.ios_out, timeout=remaining)
+        except TimeoutError:
+            if self.claim():
+                self._timed_out()
+            return
+        except DriverGone as exc:
+            died = self.client.wait_dead(_DEATH_CONFIRM_S)
+            if self.claim():
+                log.warning("OH_NNExecutor_RunAsync on %s: %s", self.executor.device.name, exc)
+                self.deliver(OH_NN_ReturnCode.OH_NN_CONNECTION_EXCEPTION, died=died)
+            return
+        except Exception:
+            log.exception("OH_NNExecutor_RunAsync: the run failed unexpectedly")
+            if self.claim():
+                self.deliver(OH_NN_ReturnCode.OH_NN_UNAVAILABLE_DEVICE)
+            return
+        if not self.claim():
+            return
+        try:
+            shapes = output_shapes(reply, self.count)
+        except NNRtError as exc:
+            log.warning("OH_NNExecutor_RunAsync: %s", exc.message)
+            self.deliver(exc.code)
+            return
+        self.executor.store_output_shapes(self.outputs, shapes)
+        self.deliver(SUCCESS)
+
+    def expire(self) -> None:
+        """On the deadline thread: the run is late."""
+        if self.claim():
+            _callbacks().submit(self._timed_out)
+
+    def _timed_out(self) -> None:
+        log.warning("OH_NNExecutor_RunAsync on %s: no result within %d ms; the driver was told "
+                    "to abandon the run", self.executor.device.name, self.timeout_ms)
+        self.deliver(OH_NN_ReturnCode.OH_NN_TIMEOUT)
+
+    def service_died(self) -> None:
+        """On the client's watcher thread: the driver is gone."""
+        if self.claim():
+            _callbacks().submit(self.deliver, OH_NN_ReturnCode.OH_NN_CONNECTION_EXCEPTION, True)
+
+
+class _Deadlines:
+    """One thread that expires runs at their deadlines."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, weakref.ref]] = []
+        self._cond = threading.Condition()
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def add(self, run: AsyncRun) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (run.deadline, next(self._seq), weakref.ref(run)))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="nnrt-deadlines",
+                                                daemon=True)
+                self._thread.start()
+            elif self._heap[0][2]() is run:
+                self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._heap:
+                        run = self._heap[0][2]()
+                        if run is not None and not run.done:
+                            break
+                        heapq.heappop(self._heap)
+                    now = time.monotonic()
+                    if self._heap and self._heap[0][0] <= now:
+                        run = heapq.heappop(self._heap)[2]()
+                        break
+                    self._cond.wait(self._heap[0][0] - now if self._heap else None)
+            if run is not None:
+                run.expire()
+
+
+class _Pool:
+    """Daemon worker threads, started on demand up to `size`, kept while there is work.
+
+    (Not concurrent.futures: its workers are joined at interpreter exit, so a run stuck in
+    a wedged driver would keep the process from exiting.)
+    """
+
+    def __init__(self, name: str, size: int) -> None:
+        self._name = name
+        self._size = size
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._queue.put((fn, args))
+        with self._lock:
+            if self._idle > 0 or self._threads >= self._size:
+                return
+            self._threads += 1
+            number = self._threads
+        threading.Thread(target=self._work, name=f"{self._name}-{number}", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            try:
+                fn, args = self._queue.get(timeout=30)
+            except queue.Empty:
+                with self._lock:
+                    self._idle -= 1
+                    if self._queue.empty():
+                        self._threads -= 1
+                        return
+                continue
+            with self._lock:
+                self._idle -= 1
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("%s: a task failed", self._name)
+
+
+WORKERS = 64  # runs the runtime keeps in flight at once; more wait their turn (deadline intact)
+_workers = _Pool("nnrt-run", WORKERS)
+_callback_pool = _Pool("nnrt-callback", 8)
+_deadlines = _Deadlines()
+
+
+def _callbacks() -> _Pool:
+    return _callback_pool
+
+
+# Runs in flight per driver session, failed together when it dies.
+_watch_lock = threading.Lock()
+_in_flight: weakref.WeakKeyDictionary[DriverClient, set[AsyncRun]] = weakref.WeakKeyDictionary()
+
+
+def _track(run: AsyncRun) -> None:
+    client = run.client
+    with _watch_lock:
+        runs = _in_flight.get(client)
+        fresh = runs is None
+        if fresh:
+            runs = _in_flight[client] = set()
+        runs.add(run)
+    if fresh:
+        ref = weakref.ref(client)
+        client.on_death(lambda: _client_died(ref))
+
+
+def _untrack(run: AsyncRun) -> None:
+    with _watch_lock:
+        runs = _in_flight.get(run.client)
+        if runs is not None:
+            runs.discard(run)
+
+
+def _client_died(ref: weakref.ref) -> None:
+    client = ref()
+    if client is None:
+        return
+    with _watch_lock:
+        runs = _in_flight.pop(client, set())
+    if runs:
+        log.warning("driver %s died with %d asynchronous run(s) in flight",
+                    client.grpc_path.name, len(runs))
+    for run in runs:
+        run.service_died()
+
+
+def start(run: AsyncRun) -> None:
+    """Hand an accepted run to the runtime: tracked for its driver's death, timed, queued."""
+    _track(run)
+    _deadlines.add(run)
+    _workers.submit(run.execute)

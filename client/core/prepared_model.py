@@ -1,0 +1,253 @@
+"""A compiled model on a device, as every front end runs it (the OH_NNExecutor is one).
+
+What it owns: the driver session holding the prepared model (`session()`), prepared again
+after a driver restart — from the model cache blob the Build kept when the driver supports a
+cache, else from the lowered model —, exactly once per new session whatever the number of
+threads that need it; the input ranges the driver publishes (`dim_ranges()`, asked once); the
+output shapes of the last run; the count of runs using it, so that closing it while runs are
+in flight releases it when the last one ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from nnrt.client.hdi import DriverClient, DriverGone
+from nnrt.common.errors import (HDF_ERR_NOT_SUPPORT, NNRT_NOT_SUPPORT, NNRT_OPERATION_FORBIDDEN,
+                                NNRT_SUCCESS, code_name)
+from nnrt.common.hdi_model import IODesc, LoweredModel, PrepareError
+
+if TYPE_CHECKING:
+    from nnrt.client.devices import Device
+
+log = logging.getLogger(__name__)
+
+_UNSUPPORTED_CODES = (NNRT_NOT_SUPPORT, NNRT_OPERATION_FORBIDDEN, HDF_ERR_NOT_SUPPORT)
+
+
+@dataclass(eq=False)
+class BuiltModel:
+    """What a successful Build gives executors: the prepared model in its first session."""
+
+    device: Device
+    prepared_model_id: int  # in device.client()'s session
+    inputs: list[IODesc]
+    outputs: list[IODesc]
+    min_dims: list[list[int]]  # GetInputDimRanges, per input
+    max_dims: list[list[int]]
+    model: LoweredModel | None = None  # kept to re-prepare after a driver restart
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class DimRanges:
+    """The answer to GetInputDimRanges, kept for the executor's lifetime (capi.md 1.43).
+
+    `accepted[i]`: the last shape of input i found within the ranges (a run whose input
+    shapes did not change checks nothing again).
+    """
+
+    __slots__ = ("status", "mins", "maxs", "accepted")
+    OK, UNSUPPORTED, FAILED = "ok", "unsupported", "failed"
+
+    def __init__(self, status: str, mins: list[list[int]] | None = None,
+                 maxs: list[list[int]] | None = None) -> None:
+        self.status = status
+        self.mins = mins or []
+        self.maxs = maxs or []
+        self.accepted: list[list[int] | None] = [None] * len(self.mins)
+
+
+
+class PreparedModel:
+    """A compiled model on its device: the driver session that holds it, its I/O
+    descriptors and input ranges, the last output shapes the driver reported. Thread-safe;
+    runs may overlap. Prepared again, transparently, after its driver restarts (`session`).
+
+    `close()` while runs are in flight releases what it owns when the last one ends.
+    """
+
+    def __init__(self, built: BuiltModel, client: DriverClient) -> None:
+        self.lock = threading.RLock()
+        self.destroyed = False  # closed: every call refuses it
+        # Holding the BuiltModel keeps the compilation's prepared model alive (compilation.py
+        # releases it when nothing holds it any more); dropped when the executor is released.
+        self.built: BuiltModel | None = built
+        self.device = built.device
+        self.inputs = [_copy_io(d) for d in built.inputs]
+        self.outputs = [_copy_io(d) for d in built.outputs]
+        self._build_ranges = (built.min_dims, built.max_dims)
+        self.output_shapes: list[list[int]] = [list(d.shape) for d in built.outputs]
+        self.on_run_done: Callable[..., Any] | None = None
+        self.on_service_died: Callable[..., Any] | None = None
+        self._client = client
+        self._model_id = built.prepared_model_id
+        self._own_model = False  # True once this executor prepared the model itself
+        self._session_lock = threading.Lock()  # one re-prepare at a time
+        self._state_lock = threading.Lock()  # the session swap against _release
+        # One entry per re-prepare after a driver restart: "cache" or "model" (its source).
+        self.recoveries: list[str] = []
+        self._ranges: DimRanges | None = None
+        self._active = 0  # runs using the executor's resources right now
+        self._released = False
+
+    # -- the driver session ------------------------------------------------------------------
+
+    def session(self) -> tuple[DriverClient, int]:
+        """The live client and the prepared model id in its session; DriverGone if none.
+
+        When the driver has died, a driver of the same device is looked for (a failed
+        connect is immediate) and the model prepared there again — from the cache blob the
+        Build kept when the driver supports a cache, else from the lowered model
+        (compilation.prepare_again). Without either (an executor whose compilation kept
+        neither) the executor stays unusable (the header: compile again).
+        """
+        client = self._client
+        if client.alive:
+            return client, self._model_id
+        from nnrt.client.capi.compilation import (  # the C API's Build knows its cache
+            can_prepare_again,
+            prepare_again,
+        )
+
+        with self._session_lock:
+            if self._client.alive:  # another thread recovered meanwhile
+                return self._client, self._model_id
+            built = self.built
+            if built is None or self._released or not can_prepare_again(built):
+                raise DriverGone(f"{self.device.name}: the driver session of this executor has "
+                                 "ended; compile the model again")
+            client = self.device.client()  # DriverGone at once while the driver is away
+            started = time.monotonic()
+            try:
+                model_id, source = prepare_again(built, client)
+            except PrepareError as exc:
+                raise DriverGone(f"{self.device.name}: preparing the model again failed: "
+                                 f"{exc}") from exc
+            log.info("executor: model prepared again on %s after a driver restart (id %d, from "
+                     "its %s, %.1f ms)", self.device.name, model_id, source,
+                     (time.monotonic() - started) * 1000)
+            # (not self.lock: SetInput holds it while it asks for the session)
+            with self._state_lock:
+                released = self._released  # destroyed meanwhile: give the model back
+                if not released:
+                    self._client, self._model_id, self._own_model = client, model_id, True
+                    self._ranges = None
+                    self.recoveries.append(source)
+        if released:
+            release_model(client, model_id)
+            raise DriverGone(f"{self.device.name}: the executor was destroyed")
+        return client, model_id
+
+    def dim_ranges(self) -> DimRanges:
+        """GetInputDimRanges of the prepared model: from the Build, else asked once."""
+        ranges = self._ranges
+        if ranges is not None:
+            return ranges
+        mins, maxs = self._build_ranges
+        if mins or maxs or not self.inputs:
+            ranges = DimRanges(DimRanges.OK, [list(map(int, d)) for d in mins or []],
+                             [list(map(int, d)) for d in maxs or []])
+        else:
+            try:
+                client, model_id = self.session()
+                reply = client.get_input_dim_ranges(model_id)
+            except DriverGone as exc:
+                log.warning("GetInputDimRanges on %s: %s", self.device.name, exc)
+                return DimRanges(DimRanges.FAILED)  # not cached: the driver may come back
+            if reply.returnCode == NNRT_SUCCESS:
+                ranges = DimRanges(DimRanges.OK, [list(a.values) for a in reply.minInputDims],
+                                 [list(a.values) for a in reply.maxInputDims])
+            else:
+                log.warning("GetInputDimRanges on %s failed: %s", self.device.name,
+                            code_name(reply.returnCode))
+                ranges = DimRanges(DimRanges.UNSUPPORTED if reply.returnCode in _UNSUPPORTED_CODES
+                                 else DimRanges.FAILED)
+        self._ranges = ranges
+        return ranges
+
+    # -- resource accounting (destroy while another thread runs) ----------------------------
+
+    def enter(self) -> bool:
+        """Count a run in; False if the executor is destroyed."""
+        with self.lock:
+            if self.destroyed:
+                return False
+            self._active += 1
+            return True
+
+    def leave(self) -> None:
+        with self.lock:
+            self._active -= 1
+            release = self.destroyed and self._active == 0 and not self._released
+            if release:
+                self._released = True
+        if release:
+            self._release()
+
+    def close(self) -> None:
+        """Mark closed; release what it owns now, or when the last run leaves."""
+        with self.lock:
+            if self.destroyed:
+                return
+            self.destroyed = True
+            release = self._active == 0 and not self._released
+            if release:
+                self._released = True
+        if release:
+            self._release()
+
+    def _release(self) -> None:
+        with self._state_lock:
+            client, model_id, own = self._client, self._model_id, self._own_model
+            self._own_model = False
+        self.release_extra(client)
+        if own:
+            release_model(client, model_id)
+        self.built = None  # the compilation's prepared model goes once nobody holds it
+
+    def release_extra(self, client: DriverClient) -> None:
+        """What a front end keeps with the model, released with it (nothing here)."""
+
+    def store_output_shapes(self, outputs: Sequence[Any] | None,
+                            shapes: Sequence[Sequence[int]]) -> None:
+        """Write the driver's output shapes into the output tensors and the executor."""
+        if outputs is not None:
+            for tensor, shape in zip(outputs, shapes):
+                with tensor.lock:
+                    desc = tensor.desc
+                    if desc.shape != shape:  # (the same shape as last run: nothing to write)
+                        desc.shape = list(shape)
+        with self.lock:
+            self.output_shapes = [list(s) for s in shapes]
+
+
+def _copy_io(desc: IODesc) -> IODesc:
+    return IODesc(desc.name, desc.data_type, list(desc.shape), desc.format)
+
+
+def release_memory(client: DriverClient, memory: Any) -> None:
+    """Unmap a SharedMemory and give it back to every live driver session that knows it
+    (`client`'s if the memory does not say which made it; nothing to give if it died)."""
+    if memory.client is None:
+        memory.client = client
+    memory.close()
+    memory.release_in_sessions()
+
+
+def release_model(client: DriverClient, model_id: int) -> None:
+    """ReleasePreparedModel of a model this executor prepared (nothing if the driver died)."""
+    if not client.alive:
+        return
+    try:
+        reply = client.release_prepared_model(model_id)
+    except DriverGone:
+        return
+    if reply.returnCode != NNRT_SUCCESS:
+        log.warning("ReleasePreparedModel %d failed: %s", model_id, code_name(reply.returnCode))
+
+
