@@ -50,8 +50,11 @@ from nnrt.client.capi.enums import (
     OH_NN_ReturnCode,
 )
 from nnrt.client.capi.operation_table import OPERATIONS, ParamSpec
-from nnrt.client.capi.executor import run_sync
-from nnrt.client.core.errors import NNRtError
+from nnrt.client.capi.tensor import io_bytes
+from nnrt.client.core import execution
+from nnrt.client.core.errors import InvalidParameter, NNRtError
+from nnrt.client.core.execution import OutputsTooSmall
+from nnrt.client.core.prepared_model import DimRanges
 
 __all__ = [
     "NNRtError",
@@ -1087,15 +1090,16 @@ class Executor:
         return shapes
 
     def _infer_output_shapes(self, arrays: Sequence[np.ndarray]) -> list[Shape]:
+        """A first size for the outputs: the compiled shapes, dynamic dimensions from the
+        model's own shape inference where it has one, else 1. Only a size to start from:
+        the driver reports the true shapes, and a run whose outputs were too small is run
+        again with outputs of those shapes (`_run`)."""
         shapes = [io.shape for io in self.outputs]
         if self._plan is not None:
             planned = self._plan.output_shapes([a.shape for a in arrays])
             shapes = [tuple(d if d >= 0 else p for d, p in zip(s, ps)) if len(s) == len(ps) else s
                       for s, ps in zip(shapes, planned)]
-        # still dynamic: assume the batch (first) dimension follows the first input's
-        first = arrays[0].shape if arrays and arrays[0].ndim else (1,)
-        return [tuple(d if d >= 0 else (first[i] if i < len(first) else 1)
-                      for i, d in enumerate(s)) for s in shapes]
+        return [tuple(d if d >= 0 else 1 for d in s) for s in shapes]
 
     def _acquire(self, arrays: Sequence[np.ndarray]) -> _Slot:
         """A free slot with its inputs filled (the one copy) and outputs sized."""
@@ -1193,15 +1197,34 @@ class Executor:
         arrays = self._arrays(inputs, named)
         slot = self._acquire(arrays)
         try:
-            code = run_sync(self.handle, slot.inputs, len(slot.inputs), slot.outputs,
-                            len(slot.outputs), timeout)
+            self._run(slot, arrays, timeout)
         except BaseException:
             slot.busy = False
             raise
-        if code != OH_NN_ReturnCode.OH_NN_SUCCESS:
-            slot.busy = False
-            raise NNRtError(code, "the run failed")
         return self._results(slot)
+
+    def _run(self, slot: _Slot, arrays: Sequence[np.ndarray], timeout: float | None) -> None:
+        """The core's run of a filled slot; outputs too small for what the driver computed
+        are resized to the shapes it reported and the run made again, once."""
+        handle = self.handle
+        ranges = handle.dim_ranges()
+        if ranges.status == DimRanges.OK and len(ranges.mins) == len(arrays):
+            for i, (io, a) in enumerate(zip(self.inputs, arrays)):
+                if list(a.shape) != ranges.accepted[i]:
+                    why = ranges.violation(i, a.shape)
+                    if why is not None:
+                        raise InvalidParameter(f"input {i} ({io.name}): {why}")
+                    ranges.accepted[i] = list(a.shape)
+        try:
+            execution.run(handle, slot.inputs, slot.outputs, timeout, io_bytes)
+            return
+        except OutputsTooSmall as exc:
+            shapes = [tuple(s) for s in exc.shapes]
+        log.debug("outputs resized to the driver's shapes %s; running again", shapes)
+        slot.outputs = [self._fit(slot.outputs, i, io, s)
+                        for i, (io, s) in enumerate(zip(self.outputs, shapes))]
+        self._planned = (slot.fitted, shapes)
+        execution.run(handle, slot.inputs, slot.outputs, timeout, io_bytes)
 
     async def run_async(self, *inputs: Any, timeout: float | None = None, **named: Any) -> Any:
         """`await` a run from asyncio (OH_NNExecutor_RunAsync); the event loop is free while

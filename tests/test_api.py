@@ -348,3 +348,72 @@ def test_fused_activation_names_are_case_insensitive(rt):
     m = Model()
     m.outputs(m.add(m.input(x.shape), x, activation="ReLU6"))
     np.testing.assert_array_equal(m.compile().executor().run(x), [[0.0, 4.0, 6.0]])
+
+
+# -- errors as exceptions of their kind, output shapes from the driver -------------------------
+
+
+def test_errors_are_exceptions_of_their_kind_with_the_drivers_reason(rt):
+    from nnrt.client import DeviceUnavailable, Failed, InvalidParameter, RunTimeout
+
+    assert issubclass(InvalidParameter, ValueError) and issubclass(RunTimeout, TimeoutError)
+    with Model() as m:
+        m.outputs(m.add(m.input([2, 3]), m.input([4])))
+        with pytest.raises(Failed) as err:  # Build: the driver says which node and why
+            m.compile("cpu")
+    assert err.value.code == OH_NN_FAILED and isinstance(err.value, NNRtError)
+    assert "do not broadcast" in str(err.value)
+    error = NNRtError(9, "late")  # the base class builds the subclass of the code
+    assert type(error) is RunTimeout and error.code == OH_NN_TIMEOUT
+    assert type(NNRtError(14, "x")) is DeviceUnavailable
+
+
+def test_a_batch_outside_the_devices_range_is_named(rt):
+    from nnrt.client import InvalidParameter
+
+    with Model() as m:
+        x = m.input([None, 3])
+        m.outputs(m.relu(x))
+        with m.compile("cpu") as compiled, compiled.executor() as ex:
+            with pytest.raises(InvalidParameter) as err:
+                ex.run(np.zeros((100000, 3), np.float32))
+    assert "dimension 0 is 100000, outside the device's range [1, 65536]" in str(err.value)
+
+
+def test_outputs_take_the_shapes_the_driver_reports(rt, tmp_path):
+    """A loaded model has no shape inference of its own: its dynamic output dimensions are
+    sized small, the driver answers NNRT_INSUFFICIENT_BUFFER with the true shapes, and the
+    run is made again with outputs of those shapes (no guess reaches the caller)."""
+    from nnrt.common import model_file
+
+    with Model() as m:
+        x = m.input([None, 4])
+        m.outputs(m.transpose(x, [1, 0]))  # the batch becomes the last dimension
+        path = model_file.save_model(m, tmp_path / "t.nnrt")
+    with Model.load(path) as loaded, loaded.compile("cpu") as compiled, \
+            compiled.executor() as ex:
+        for batch in (8, 3, 8, 20):
+            a = f32(batch, 4)
+            y = ex.run(a)
+            assert y.shape == (4, batch)
+            np.testing.assert_array_equal(y, np.ascontiguousarray(a.T))
+
+
+def test_a_python_caller_sees_no_stray_stderr_lines(tmp_path):
+    """Failures reach a Python caller as exceptions; the library prints nothing itself
+    (a NullHandler on nnrt.client) unless the application configures logging."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np\n"
+            "from nnrt.client import Model, NNRtError, capi\n"
+            "assert capi.OH_NNExecutor_RunSync(None, [], 0, [], 0) == capi.OH_NN_INVALID_PARAMETER\n"
+            "try:\n"
+            "    Model().compile()\n"
+            "except NNRtError as e:\n"
+            "    print('raised', type(e).__name__)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env={"NNRT_NO_EMBEDDED": "1", "NNRT_RUNTIME_DIR":
+                                           str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "raised InvalidParameter\n" and proc.stderr == ""

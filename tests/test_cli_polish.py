@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from nnrt.client import Model, api, cli
+
 from nnrt.common import model_file
 from nnrt.client.commands import common
 from nnrt.client.commands.common import EXIT_CODES, probe_driver

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from nnrt.client import Model
+
 from nnrt.common import model_file
 from nnrt.common.hdi_model import IODesc, LoweredModel
 from nnrt.client.commands.run import output_file_names

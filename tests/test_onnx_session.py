@@ -149,7 +149,7 @@ def test_dynamic_batch_and_saved_model(runtime, tmp_path):
                 np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
     # the same model saved as .nnrt (Model.load) serves a session too
     from nnrt.client import Model
-from nnrt.common import model_file
+    from nnrt.common import model_file
 
     with Model.load(path) as loaded:
         saved = model_file.save_model(loaded, tmp_path / "dyn.nnrt")

@@ -344,9 +344,9 @@ def _prepare_run(ex: OH_NNExecutor, inputTensor: Any, inputCount: Any, outputTen
             shape = tensor.desc.shape or []
             if shape == accepted[i]:
                 continue  # within the ranges at the last run already
-            lows, highs = ranges.mins[i], ranges.maxs[i]
-            if len(shape) != len(lows) or len(lows) != len(highs) or \
-                    any(d < 0 or not lo <= d <= hi for d, lo, hi in zip(shape, lows, highs)):
+            why = ranges.violation(i, shape)
+            if why is not None:
+                log.warning("OH_NNExecutor_Run: input %d: %s", i, why)
                 return fail
             accepted[i] = list(shape)
     else:

@@ -61,6 +61,18 @@ class DimRanges:
         self.maxs = maxs or []
         self.accepted: list[list[int] | None] = [None] * len(self.mins)
 
+    def violation(self, index: int, shape: Sequence[int]) -> str | None:
+        """Why input `index` may not have `shape` (None when it may): the device's ranges."""
+        lows, highs = self.mins[index], self.maxs[index]
+        if len(lows) != len(highs):
+            return f"the device published ranges of different ranks, {lows} and {highs}"
+        if len(shape) != len(lows):
+            return f"rank {len(shape)}, the device takes rank {len(lows)}"
+        for axis, (d, lo, hi) in enumerate(zip(shape, lows, highs)):
+            if d < 0 or not lo <= d <= hi:
+                return f"dimension {axis} is {d}, outside the device's range [{lo}, {hi}]"
+        return None
+
 
 
 class PreparedModel:
