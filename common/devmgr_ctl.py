@@ -39,6 +39,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 
 from nnrt.common.runtime_dir import ensure_runtime_dir
@@ -47,6 +48,25 @@ log = logging.getLogger(__name__)
 
 CTL_NAME = "devmgr.ctl"
 MAX_REQUEST = 64 << 10
+
+
+class DriverState(StrEnum):
+    """A supervised driver's state, as the status reply names it."""
+
+    STARTING = "starting"  # its process runs; not serving yet
+    READY = "ready"  # serving, its identity known
+    BACKOFF = "backoff"  # exited; started again after a delay
+    FAILED = "failed"  # gave up on it (the restart policy's limit)
+    STOPPED = "stopped"  # stopped by the operator or the manager
+
+
+class ManagerState(StrEnum):
+    """The device manager's own state."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
 
 
 class DevmgrAlreadyRunning(RuntimeError):

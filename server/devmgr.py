@@ -95,7 +95,8 @@ from nnrt.server.devmgr_config import (
     load_config,
 )
 from nnrt.common.devmgr_cli import add_arguments
-from nnrt.common.devmgr_ctl import ControlServer, DevmgrAlreadyRunning, describe_exit
+from nnrt.common.devmgr_ctl import (ControlServer, DevmgrAlreadyRunning, DriverState, ManagerState,
+                                     describe_exit)
 from nnrt.server.journal import JournalFormatter, stderr_is_journal
 from nnrt.common.runtime_dir import ENV as RUNTIME_DIR_ENV
 from nnrt.common.runtime_dir import (
@@ -109,9 +110,9 @@ from nnrt.common.runtime_dir import (
 
 log = logging.getLogger("nnrt.devmgr")
 
-STATES = ("starting", "ready", "backoff", "failed", "stopped")
+STATES = tuple(DriverState)
 CONTROL_COMMANDS = ("stop", "start", "restart")  # the operator's, on the control socket
-SETTLED = ("ready", "failed", "stopped")
+SETTLED = (DriverState.READY, DriverState.FAILED, DriverState.STOPPED)
 POLL_INTERVAL = 0.05
 # Environment a driver must not inherit: it belongs to the device manager's own service.
 _PRIVATE_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
@@ -309,7 +310,7 @@ class DriverSupervisor:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._proc: subprocess.Popen | None = None
-        self.state = "starting"
+        self.state = DriverState.STARTING
         self.restarts = 0
         self.last_exit: int | None = None
         self.reason = ""
@@ -358,7 +359,7 @@ class DriverSupervisor:
         stopped by the operator."""
         with self._lock:
             self.operator_stopped = True
-            self.state, self.reason, self._next_start_at = "stopped", reason, None
+            self.state, self.reason, self._next_start_at = DriverState.STOPPED, reason, None
         self.manager.wake()
 
     def join(self, timeout: float) -> bool:
@@ -387,10 +388,11 @@ class DriverSupervisor:
             state = self.state
             # The process is checked, not assumed: one that died a moment ago (its thread
             # has not noticed yet) is neither ready nor shown with a pid.
-            running = self._proc is not None and state in ("starting", "ready") \
+            running = self._proc is not None \
+                and state in (DriverState.STARTING, DriverState.READY) \
                 and self._proc.poll() is None
-            if state == "ready" and not running:
-                state = "backoff"
+            if state == DriverState.READY and not running:
+                state = DriverState.BACKOFF
             return {
                 "name": self.spec.name,
                 "kind": self.spec.kind,
@@ -402,7 +404,8 @@ class DriverSupervisor:
                 if running and self._started_at is not None else None,
                 "reason": self.reason or None,
                 "next_start_in": round(max(self._next_start_at - now, 0.0), 3)
-                if state in ("backoff", "failed") and self._next_start_at is not None else None,
+                if state in (DriverState.BACKOFF, DriverState.FAILED)
+                and self._next_start_at is not None else None,
                 "failures": self._recent_failures(now),
                 "restart_policy": self.spec.policy.restart,
                 "identity": self.identity,
@@ -447,7 +450,7 @@ class DriverSupervisor:
                 if self._stop.is_set():
                     break
                 delay = self._restart_delay(outcome)
-                state = "backoff"
+                state = DriverState.BACKOFF
                 if delay is not None and self._spare_alive():
                     with self._lock:
                         self.restarts += 1
@@ -457,7 +460,7 @@ class DriverSupervisor:
                     delay = self._cool_down()
                     if delay is None:
                         break
-                    state = "failed"
+                    state = DriverState.FAILED
                 with self._lock:
                     self._next_start_at = time.monotonic() + delay
                 self._set(state=state)
@@ -466,14 +469,14 @@ class DriverSupervisor:
                 with self._lock:
                     self.restarts += 1
                     self._next_start_at = None
-                    if state == "failed":
+                    if state == DriverState.FAILED:
                         self._failures.clear()  # a fresh start, as after a reload
-                if state == "failed":
+                if state == DriverState.FAILED:
                     log.warning("driver %s: %g s cool-down over: a fresh start", self.name,
                                 delay)
         except Exception as exc:
             log.exception("driver %s: supervisor failed", self.name)
-            self._set(state="failed", reason=f"supervisor error: {exc}")
+            self._set(state=DriverState.FAILED, reason=f"supervisor error: {exc}")
         finally:
             self._stop_spare("the device manager stops this driver")
             self._terminate()
@@ -485,7 +488,7 @@ class DriverSupervisor:
         spec, directory = self.spec, self.manager.runtime_dir
         argv = [sys.executable, "-m", "nnrt.server", spec.kind, "--name", spec.name,
                 "--runtime-dir", str(directory), *spec.option_args()]
-        self._set(state="starting", identity=None)
+        self._set(state=DriverState.STARTING, identity=None)
         proc = self._promote_spare()
         if proc is None:
             self._take_over_leftovers()
@@ -523,7 +526,7 @@ class DriverSupervisor:
                 return ("not-ready", self._kill("not ready in time"))
             self._stop.wait(POLL_INTERVAL)
         identity = device_identity(grpc_path, timeout=self.manager.settings.probe_timeout)
-        self._set(state="ready", identity=identity, reason="")
+        self._set(state=DriverState.READY, identity=identity, reason="")
         what = (f"{identity['device_name']}, vendor {identity['vendor']}, "
                 f"HDI {identity['version'][0]}.{identity['version'][1]}") if identity else \
             "identity unknown"
@@ -797,7 +800,8 @@ class DriverSupervisor:
         with self._lock:
             uptime = time.monotonic() - (self._started_at or time.monotonic())
             self._proc = None
-            self.state = "backoff"  # with the process, never after: no ready without one
+            # with the process, never after: no ready without one
+            self.state = DriverState.BACKOFF
         hint = ""
         if code == 2:
             hint = " (bad usage: check the driver's options)"
@@ -811,7 +815,8 @@ class DriverSupervisor:
     def _kill(self, why: str) -> int | None:
         with self._lock:
             proc, self._proc = self._proc, None
-            self.state = "backoff"  # with the process, never after: no ready without one
+            # with the process, never after: no ready without one
+            self.state = DriverState.BACKOFF
         if proc is None:
             return None
         proc.kill()
@@ -832,12 +837,12 @@ class DriverSupervisor:
         if clean and policy.restart != "always":
             log.info("driver %s: exited cleanly; not restarted (restart = %s)", self.name,
                      policy.restart)
-            self._set(state="stopped")
+            self._set(state=DriverState.STOPPED)
             self._cleanup_sockets()
             return None
         if policy.restart == "never":
             log.error("driver %s: failed; not restarted (restart = never)", self.name)
-            self._set(state="failed")
+            self._set(state=DriverState.FAILED)
             self._cleanup_sockets()
             return None
         now = time.monotonic()
@@ -850,7 +855,7 @@ class DriverSupervisor:
             then = f"a fresh start in {policy.failed_retry_after:g} s" \
                 if policy.failed_retry_after > 0 else "not restarted until a reload"
             log.error("driver %s: %s; marked failed, %s", self.name, reason, then)
-            self._set(state="failed", reason=reason)
+            self._set(state=DriverState.FAILED, reason=reason)
             self._cleanup_sockets()
             return None
         delay = policy.delay(failures)
@@ -863,7 +868,8 @@ class DriverSupervisor:
     def _cool_down(self) -> float | None:
         """Seconds a failed driver rests before a fresh start; None: it stays as it is."""
         policy = self.spec.policy
-        if self.state == "failed" and policy.restart != "never" and policy.failed_retry_after > 0:
+        if self.state == DriverState.FAILED and policy.restart != "never" \
+                and policy.failed_retry_after > 0:
             return policy.failed_retry_after
         return None
 
@@ -896,12 +902,12 @@ class DriverSupervisor:
             with self._lock:
                 self._proc = None
                 self.last_exit = code
-                if self.state in ("starting", "ready"):
-                    self.state = "stopped" if self._stop.is_set() else "backoff"
+                if self.state in (DriverState.STARTING, DriverState.READY):
+                    self.state = DriverState.STOPPED if self._stop.is_set() else DriverState.BACKOFF
             log.info("driver %s: stopped (%s)", self.name, describe_exit(code))
             self._cleanup_sockets()
         if self._stop.is_set():
-            self._set(state="stopped", reason=self._stop_reason)
+            self._set(state=DriverState.STOPPED, reason=self._stop_reason)
         else:
             self.manager.wake()
 
@@ -917,7 +923,7 @@ class DeviceManager:
         self.runtime_dir = Path(directory).absolute()
         self.notifier = notifier or Notifier({})
         self.config: Config | None = None
-        self.state = "starting"
+        self.state = ManagerState.STARTING
         self._started = time.monotonic()
         self._lock = threading.Lock()
         self._supervisors: dict[str, DriverSupervisor] = {}
@@ -978,7 +984,7 @@ class DeviceManager:
             log.info("device manager pid %d: runtime dir %s, config %s, %d driver(s)",
                      os.getpid(), self.runtime_dir, config.source, len(config.drivers))
             self._apply(config)
-            self.state = "running"
+            self.state = ManagerState.RUNNING
             self._loop()
         finally:
             self._shutdown()
@@ -1027,7 +1033,7 @@ class DeviceManager:
             selector.close()
 
     def _shutdown(self) -> None:
-        self.state = "stopping"
+        self.state = ManagerState.STOPPING
         self.notifier.send("STOPPING=1", "STATUS=stopping the drivers")
         with self._lock:
             supervisors = [*self._supervisors.values(), *self._retiring]
@@ -1045,7 +1051,7 @@ class DeviceManager:
         self._ctl.close()
         for fd in (self._lifeline_r, self._lifeline_w):
             os.close(fd)
-        self.state = "stopped"
+        self.state = ManagerState.STOPPED
         log.info("device manager stopped")
 
     # -- configuration -------------------------------------------------------------------
@@ -1110,7 +1116,7 @@ class DeviceManager:
         else:
             self.config_path = path
             self._apply(config)
-        self.state = "running"
+        self.state = ManagerState.RUNNING
         self._last_status = ""
         self._report()
         self.notifier.send("READY=1")
@@ -1127,7 +1133,7 @@ class DeviceManager:
         once, its failures forgotten; a running one is left as it is. restart: stop + start,
         whatever its state, with the backoff reset; counted in its restarts."""
         with self._lock:
-            if self.state in ("stopping", "stopped"):
+            if self.state in (ManagerState.STOPPING, ManagerState.STOPPED):
                 return {"ok": False, "error": "the device manager is stopping",
                         "code": "stopping"}
             supervisor = self._supervisors.get(name)
@@ -1140,7 +1146,7 @@ class DeviceManager:
             if command == "stop":
                 reason = "stopped by nnrt devmgr stop"
                 if supervisor.finished:
-                    message = "already stopped" if supervisor.state == "stopped" else \
+                    message = "already stopped" if supervisor.state == DriverState.STOPPED else \
                         f"was {supervisor.state}: now stopped"
                     supervisor.hold_stopped(reason)
                 else:
@@ -1148,7 +1154,7 @@ class DeviceManager:
                     supervisor.operator_stopped = True
                     supervisor.stop(reason)
             elif (command == "start" and not supervisor.finished and not supervisor.stopping
-                  and supervisor.state in ("starting", "ready")):
+                  and supervisor.state in (DriverState.STARTING, DriverState.READY)):
                 message = f"already running ({supervisor.state})"
             else:
                 if not supervisor.finished:

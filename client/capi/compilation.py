@@ -39,15 +39,8 @@ INVALID_PARAMETER, and answer OPERATION_FORBIDDEN after a successful Build (5.2)
 Build is running. ExportCacheToBuffer on a device without model-cache support answers
 UNSUPPORTED (upstream's constant answer), the driver failing to export SAVE_CACHE_EXCEPTION.
 
-`BuiltModel.extra` holds: `client` (the DriverClient whose session holds
-`prepared_model_id`), `config` (the ModelConfig it was prepared with), `source` ("model",
-"cache" or "offline"), `cache` (the CacheContents, once known: a model compiled on a device
-with a model cache has it exported right after PrepareModel, kept client-side for recovery
-— `prepare_again` — and for ExportCacheToBuffer), `digest` (model identity
-for caches), `release` (a weakref.finalize: the prepared model is released when the
-BuiltModel is garbage — i.e. once the compilation and every executor holding it are gone —
-or at once when called), and `dim_ranges_code` when GetInputDimRanges failed (min/max dims
-are then empty).
+A Build's result is a `BuiltModel` (client/core/prepared_model.py: the prepared model, its
+session, config, source, cache blobs and release), which executors run.
 
 Every function may be called from any thread. Build holds the compilation's lock only to
 read the options and to publish the result, never while it talks to the driver, so a
@@ -292,17 +285,17 @@ def OH_NNCompilation_ExportCacheToBuffer(compilation: OH_NNCompilation | None, b
 
 def _export(built: BuiltModel, version: int) -> tuple[OH_NN_ReturnCode, bytes | None, str]:
     """(code, the cache blob, why it failed) of a built model."""
-    contents = built.extra.get("cache")
+    contents = built.cache
     if contents is None:
         try:
-            code, contents, why = _driver_cache(built.extra["client"], built)
+            code, contents, why = _driver_cache(built.client, built)
         except DriverGone as exc:
             return OH_NN_CONNECTION_EXCEPTION, None, f"device {built.device.name}: {exc}"
         if code != OH_NN_SUCCESS:
             return code, None, why
-    digest = built.extra.get("digest")
+    digest = built.digest
     if digest is None:
-        digest = built.extra["digest"] = model_cache.model_digest(built.model)
+        digest = built.digest = model_cache.model_digest(built.model)
     try:
         blob = model_cache.pack(contents, version, built.device.id, digest)
     except ValueError as exc:
@@ -683,7 +676,7 @@ def _compile(device: Device, client: DriverClient, config: ht.ModelConfig,
 
 
 def _keep_cache(client: DriverClient, built: BuiltModel) -> None:
-    """Export the freshly prepared model's cache and keep it in `built.extra["cache"]`, so
+    """Export the freshly prepared model's cache and keep it in `built.cache`, so
     that executors can prepare it again from the cache after a driver restart without any
     disk (and ExportCacheToBuffer needs no driver call). Best effort: a device without a
     cache, or one that fails to export, leaves it None (recovery then uses the model).
@@ -691,17 +684,17 @@ def _keep_cache(client: DriverClient, built: BuiltModel) -> None:
     try:
         code, contents, why = _driver_cache(client, built)
     except DriverGone:
-        built.extra["release"]()
+        built.release()
         raise
     if code == OH_NN_SUCCESS:
-        built.extra["cache"] = contents
+        built.cache = contents
     else:
         log.debug("no model cache kept for recovery: %s", why)
 
 
 def can_prepare_again(built: BuiltModel) -> bool:
     """Whether `prepare_again` has something to prepare from (a kept cache or the model)."""
-    return built.model is not None or built.extra.get("cache") is not None
+    return built.model is not None or built.cache is not None
 
 
 def prepare_again(built: BuiltModel, client: DriverClient) -> tuple[int, str]:
@@ -714,9 +707,8 @@ def prepare_again(built: BuiltModel, client: DriverClient) -> tuple[int, str]:
     blobs. DriverGone passes through; PrepareError when nothing could be prepared.
     """
     device = built.device
-    config = built.extra.get("config")
-    config = config if isinstance(config, ht.ModelConfig) else ht.ModelConfig()
-    contents = built.extra.get("cache")
+    config = built.config
+    contents = built.cache
     if contents is not None:
         supported = client.is_model_cache_supported()
         if supported.returnCode == NNRT_SUCCESS and supported.isSupported:
@@ -747,20 +739,18 @@ def _built(device: Device, client: DriverClient, model_id: int, inputs: list[IOD
         raise
     mins: list[list[int]] = []
     maxs: list[list[int]] = []
-    extra: dict[str, Any] = {"client": client, "config": config, "source": source,
-                             "cache": contents, "digest": digest}
     if ranges.returnCode == NNRT_SUCCESS:
         mins = [list(a.values) for a in ranges.minInputDims]
         maxs = [list(a.values) for a in ranges.maxInputDims]
     else:  # the executor asks again and answers GetInputDimRange with its code
         log.warning("GetInputDimRanges on %s failed: %s", device.name,
                     code_name(ranges.returnCode))
-        extra["dim_ranges_code"] = ranges.returnCode
     built = BuiltModel(device, model_id, [_copy(d) for d in inputs], [_copy(d) for d in outputs],
-                       mins, maxs, lowered, extra)
+                       mins, maxs, lowered, client=client, config=config, source=source,
+                       cache=contents, digest=digest)
     finalizer = weakref.finalize(built, _release_prepared, client, model_id, device.name)
     finalizer.atexit = False  # at exit the session ends, and with it the prepared model
-    extra["release"] = finalizer  # calling it releases now (once)
+    built.release = finalizer  # calling it releases now (once)
     return built
 
 
@@ -918,7 +908,7 @@ def _build_with_cache(device: Device, client: DriverClient, config: ht.ModelConf
                       f"{prefix!r}, version {version}) and no model to compile")
     built = _compile(device, client, config, lowered)
     try:
-        contents = built.extra.get("cache")  # exported by _compile when it could
+        contents = built.cache  # exported by _compile when it could
         if contents is None:
             code, contents, why = _driver_cache(client, built)
             if code != OH_NN_SUCCESS:
@@ -931,10 +921,10 @@ def _build_with_cache(device: Device, client: DriverClient, config: ht.ModelConf
             raise _Failed(OH_NN_SAVE_CACHE_EXCEPTION, f"saving the cache in {directory!r} failed: "
                           f"{exc}") from exc
     except BaseException:
-        built.extra["release"]()  # the Build fails: no one will ever use this prepared model
+        built.release()  # the Build fails: no one will ever use this prepared model
         raise
-    built.extra["cache"] = contents
-    built.extra["digest"] = digest
+    built.cache = contents
+    built.digest = digest
     return built
 
 

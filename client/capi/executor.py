@@ -39,7 +39,7 @@ from typing import Any
 
 from nnrt.client.capi._objects import BuiltModel, Handle, live
 from nnrt.client.capi.structs import c_count, c_int
-from nnrt.client.capi.tensor import NN_Tensor, io_bytes
+from nnrt.client.capi.tensor import NN_Tensor, RunSize, io_bytes
 from nnrt.client.capi.tensor_desc import NN_TensorDesc, OH_NNTensorDesc_Create
 from nnrt.client.core import execution
 from nnrt.client.core.errors import NNRtError, OH_NN_ReturnCode
@@ -125,15 +125,15 @@ def OH_NNExecutor_Construct(compilation: Any) -> OH_NNExecutor | None:
         built = getattr(comp, "built", None)
     if built is None or not built.inputs or not built.outputs:
         return None
-    client = built.extra.get("client")  # the session holding the prepared model
-    if not isinstance(client, DriverClient) or not client.alive:
+    client = built.client  # the session holding the prepared model
+    if client is None or not client.alive:
         try:
             current = built.device.client()
         except DriverGone as exc:
             log.warning("OH_NNExecutor_Construct: device %s is not available: %s",
                         built.device.name, exc)
             return None
-        if not isinstance(client, DriverClient):
+        if client is None:
             client = current
         # else: the driver restarted since the Build; the first run prepares the model again
     return OH_NNExecutor(built, client)
@@ -299,12 +299,12 @@ def _fits(tensor: NN_Tensor) -> bool:
         return False
     desc = tensor.desc
     known = tensor.run_size
-    if known is not None and known[0] == desc.shape and known[1] == desc.data_type:
-        need = known[2]
+    if known is not None and known.shape == desc.shape and known.data_type == desc.data_type:
+        need = known.nbytes
     else:
         shape = desc.shape
         need = _byte_size(desc)
-        tensor.run_size = (None if shape is None else list(shape), desc.data_type, need)
+        tensor.run_size = RunSize(None if shape is None else list(shape), desc.data_type, need)
     return need is not None and tensor.size - tensor.offset >= need
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 from nnrt.client.capi._objects import Handle, live
 from nnrt.common.hdi_model import DATA_TYPES, hdi_format
@@ -90,10 +90,8 @@ class NN_Tensor(Handle):
         self.offset = offset
         self.fd = fd
         self.owns_buffer = owns_buffer
-        # io_bytes' cache: (client, shape, data type, name, format, serialized IOTensor)
-        self.wire: tuple | None = None
-        # executor.py's cache of the descriptor's byte size: (shape, data type, bytes)
-        self.run_size: tuple | None = None
+        self.wire: WireForm | None = None  # io_bytes' cache
+        self.run_size: RunSize | None = None  # executor.py's cache of the byte size
         desc.owner = self
         # Give the region back when Destroy runs it, or when the tensor is garbage.
         if memory.client is None:
@@ -105,6 +103,25 @@ class NN_Tensor(Handle):
         if self.destroyed:
             return "<NN_Tensor destroyed>"
         return f"<NN_Tensor {self.desc!r} size={self.size} offset={self.offset} fd={self.fd}>"
+
+
+class WireForm(NamedTuple):
+    """A tensor's serialized IOTensor, and what it was built from (valid while they hold)."""
+
+    client: DriverClient | None
+    shape: list[int] | None
+    data_type: int
+    name: str | None
+    format: int
+    data: bytes
+
+
+class RunSize(NamedTuple):
+    """The byte size a run needs of a tensor, for the descriptor it was worked out from."""
+
+    shape: list[int] | None
+    data_type: int
+    nbytes: int | None  # None: not computable; 0: dynamic
 
 
 def io_tensor(tensor: NN_Tensor, client: DriverClient | None = None) -> ht.IOTensor:
@@ -132,13 +149,14 @@ def io_bytes(tensor: NN_Tensor, client: DriverClient | None = None) -> bytes:
     with tensor.lock:
         desc = tensor.desc
         wire = tensor.wire
-        if wire is not None and wire[0] is client and wire[1] == desc.shape and \
-                wire[2] == desc.data_type and wire[3] == desc.name and wire[4] == desc.format:
-            return wire[5]
+        if wire is not None and wire.client is client and wire.shape == desc.shape and \
+                wire.data_type == desc.data_type and wire.name == desc.name and \
+                wire.format == desc.format:
+            return wire.data
         data = io_tensor(tensor, client).SerializeToString()
         shape = desc.shape
-        tensor.wire = (client, None if shape is None else list(shape), desc.data_type,
-                       desc.name, desc.format, data)
+        tensor.wire = WireForm(client, None if shape is None else list(shape), desc.data_type,
+                               desc.name, desc.format, data)
         return data
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +21,10 @@ from nnrt.client.hdi import DriverClient, DriverGone
 from nnrt.common.errors import (HDF_ERR_NOT_SUPPORT, NNRT_NOT_SUPPORT, NNRT_OPERATION_FORBIDDEN,
                                 NNRT_SUCCESS, code_name)
 from nnrt.common.hdi_model import IODesc, LoweredModel, PrepareError
+from nnrt.protos import hdi_types_pb2 as ht
 
 if TYPE_CHECKING:
+    from nnrt.client.capi.model_cache import CacheContents
     from nnrt.client.devices import Device
 
 log = logging.getLogger(__name__)
@@ -35,13 +37,22 @@ class BuiltModel:
     """What a successful Build gives executors: the prepared model in its first session."""
 
     device: Device
-    prepared_model_id: int  # in device.client()'s session
+    prepared_model_id: int  # in `client`'s session
     inputs: list[IODesc]
     outputs: list[IODesc]
     min_dims: list[list[int]]  # GetInputDimRanges, per input
     max_dims: list[list[int]]
     model: LoweredModel | None = None  # kept to re-prepare after a driver restart
-    extra: dict[str, Any] = field(default_factory=dict)
+    client: DriverClient | None = None  # the driver session holding prepared_model_id
+    config: ht.ModelConfig = field(default_factory=ht.ModelConfig)  # as it was prepared
+    source: str = "model"  # prepared from the "model", a "cache" or an "offline" model
+    # The model cache blobs, once known: exported right after PrepareModel on a device with
+    # a model cache, kept client-side for recovery (`prepare_again`) and ExportCacheToBuffer.
+    cache: CacheContents | None = None
+    digest: str | None = None  # the model's identity in caches
+    # Releases the prepared model now (once); also called when the BuiltModel is garbage,
+    # i.e. once the compilation and every executor holding it are gone.
+    release: Callable[[], Any] = lambda: None
 
 
 class DimRanges:

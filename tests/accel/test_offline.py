@@ -473,7 +473,7 @@ def test_offline_model_through_the_c_api(accel, npubin, monkeypatch, tmp_path) -
             assert capi.OH_NNCompilation_SetDevice(c, device.id) == capi.OH_NN_SUCCESS
             assert capi.OH_NNCompilation_Build(c) == capi.OH_NN_SUCCESS
             built = c.built
-            assert built.extra["source"] == "offline"
+            assert built.source == "offline"
             # compiled in relaxed precision: the client still exchanges float32
             assert [(d.name, d.data_type, d.shape) for d in built.inputs] == \
                 [("Tensor: 0", OH_F32, [2, 4])]

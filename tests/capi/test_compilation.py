@@ -263,7 +263,7 @@ def test_export_then_import_round_trip(rt, model) -> None:
     assert capi.OH_NNCompilation_SetDevice(restored, FEATURE_ID) == SUCCESS
     assert capi.OH_NNCompilation_ImportCacheFromBuffer(restored, buf, needed) == SUCCESS
     assert capi.OH_NNCompilation_Build(restored) == SUCCESS
-    assert restored.built.extra["source"] == "cache" and restored.built.model is None
+    assert restored.built.source == "cache" and restored.built.model is None
     np.testing.assert_allclose(run_add(restored, X), X + W)
     assert "restored 1 nodes from a cache" in rt.log()
     # a restored compilation exports the same cache again
@@ -373,7 +373,7 @@ def test_every_extension_reaches_the_driver(rt, model) -> None:
     extensions = {"vendor.key": b"\x00\x01", "ModelName": b"m1", "NPU_FM_SHARED": b"1"}
     code, c = build(model, device_id=FEATURE_ID, extensions=extensions)
     assert code == SUCCESS
-    assert c.built.extra["config"].extensions == {"vendor.key": b"\x00\x01", "ModelName": b"m1",
+    assert c.built.config.extensions == {"vendor.key": b"\x00\x01", "ModelName": b"m1",
                                                   "NPU_FM_SHARED": b"1"}
     assert "extensions: [('ModelName', b'm1'), ('NPU_FM_SHARED', b'1'), " \
            "('vendor.key', b'\\x00\\x01')]" in rt.log()
@@ -551,7 +551,7 @@ def test_build_result(rt, model) -> None:
     assert [(d.data_type, d.shape) for d in built.inputs] == [(capi.OH_NN_FLOAT32, [2, 3])]
     assert [(d.data_type, d.shape) for d in built.outputs] == [(capi.OH_NN_FLOAT32, [2, 3])]
     assert built.min_dims == [[2, 3]] and built.max_dims == [[2, 3]]
-    assert built.model is model.lowered() and built.extra["client"].alive
+    assert built.model is model.lowered() and built.client.alive
     np.testing.assert_allclose(run_add(c, X), X + W)
 
 
@@ -619,7 +619,7 @@ def test_offline_model_buffer_and_file(rt, tmp_path: Path) -> None:
     c = capi.OH_NNCompilation_ConstructWithOfflineModelBuffer(data, len(data))
     assert capi.OH_NNCompilation_SetDevice(c, FEATURE_ID) == SUCCESS
     assert capi.OH_NNCompilation_Build(c) == SUCCESS
-    assert c.built.extra["source"] == "offline" and c.built.prepared_model_id > 0
+    assert c.built.source == "offline" and c.built.prepared_model_id > 0
     path = tmp_path / "model.om"
     path.write_bytes(data)
     f = capi.OH_NNCompilation_ConstructWithOfflineModelFile(str(path))
@@ -665,10 +665,10 @@ def test_cache_with_the_cpu_driver(rt, shared_driver, model, tmp_path) -> None:
     detected."""
     path = cache_dir(tmp_path)
     code, first = cached_build(model, path, 1, device_id=CPU_ID)
-    assert code == SUCCESS and first.built.extra["source"] == "model"
+    assert code == SUCCESS and first.built.source == "model"
     from_cache_before = shared_driver.log().count("from its cache")
     code, second = cached_build(model, path, 1, device_id=CPU_ID)
-    assert code == SUCCESS and second.built.extra["source"] == "cache"
+    assert code == SUCCESS and second.built.source == "cache"
     assert wait_until(lambda: shared_driver.log().count("from its cache") > from_cache_before, 2)
     np.testing.assert_array_equal(run_add(second, X), run_add(first, X))
     np.testing.assert_allclose(run_add(second, X), X + W)
@@ -689,7 +689,7 @@ def test_cache_life_cycle(rt, model, tmp_path) -> None:
     path = cache_dir(tmp_path)
     # no cache: compile, then write it tagged with the version
     code, first = cached_build(model, path, 3)
-    assert code == SUCCESS and first.built.extra["source"] == "model"
+    assert code == SUCCESS and first.built.source == "model"
     index = model_cache.CacheDir(path).read_index()
     assert index.version == 3 and index.device_id == FEATURE_ID
     assert sorted(os.listdir(path)) == ["0.nncache", "1.nncache", "2.nncache", "3.nncache",
@@ -697,7 +697,7 @@ def test_cache_life_cycle(rt, model, tmp_path) -> None:
     # same version: restored, not compiled
     compiled = rt.log().count("compiling")
     code, second = cached_build(model, path, 3)
-    assert code == SUCCESS and second.built.extra["source"] == "cache"
+    assert code == SUCCESS and second.built.source == "cache"
     assert rt.log().count("compiling") == compiled
     np.testing.assert_allclose(run_add(second, X), X + W)
     # an empty compilation restores it too, with the descriptors from the cache
@@ -709,7 +709,7 @@ def test_cache_life_cycle(rt, model, tmp_path) -> None:
     np.testing.assert_allclose(run_add(c, X), X + W)
     # requested version higher: the cache is stale, compile and overwrite
     code, third = cached_build(model, path, 4)
-    assert code == SUCCESS and third.built.extra["source"] == "model"
+    assert code == SUCCESS and third.built.source == "model"
     assert model_cache.CacheDir(path).read_index().version == 4
     # requested version lower than the cache: refused, cache untouched
     code, fourth = cached_build(model, path, 2)
@@ -806,7 +806,7 @@ def test_relative_cache_path(rt, model, tmp_path, monkeypatch) -> None:
     cache_dir(tmp_path)
     monkeypatch.chdir(tmp_path)
     assert cached_build(model, "cache", 1)[0] == SUCCESS
-    assert cached_build(model, "./cache/", 1)[1].built.extra["source"] == "cache"
+    assert cached_build(model, "./cache/", 1)[1].built.source == "cache"
 
 
 def test_cache_that_cannot_be_saved(rt, model, tmp_path) -> None:
@@ -839,10 +839,10 @@ def test_model_name_prefixes_the_cache_files(rt, tmp_path) -> None:
     code, ca = cached_build(a, path, 1, extensions={"ModelName": b"alpha"})
     code_b, cb = cached_build(b, path, 1, extensions={"ModelName": b"beta"})
     assert code == code_b == SUCCESS
-    assert ca.built.extra["source"] == cb.built.extra["source"] == "cache"
+    assert ca.built.source == cb.built.source == "cache"
     np.testing.assert_allclose(run_add(cb, X), X + 3 * W)
     # under the default (empty) prefix there is no cache yet
-    assert cached_build(a, path, 1)[1].built.extra["source"] == "model"
+    assert cached_build(a, path, 1)[1].built.source == "model"
 
 
 @pytest.mark.parametrize("name", [b"a/b", b"\xff", b"x\x00y"])
@@ -867,7 +867,7 @@ def test_destroy_null_and_twice() -> None:
 def test_executors_outlive_the_compilation_and_the_model_is_then_released(rt, model) -> None:
     code, c = build(model)
     assert code == SUCCESS
-    client, model_id = c.built.extra["client"], c.built.prepared_model_id
+    client, model_id = c.built.client, c.built.prepared_model_id
     executor = capi.OH_NNExecutor_Construct(c)
     capi.OH_NNCompilation_Destroy(c)
     assert client.get_input_dim_ranges(model_id).returnCode == 0  # still prepared
@@ -878,14 +878,14 @@ def test_executors_outlive_the_compilation_and_the_model_is_then_released(rt, mo
 
 def test_destroy_releases_the_prepared_model(rt, model) -> None:
     code, c = build(model)
-    client, model_id = c.built.extra["client"], c.built.prepared_model_id
+    client, model_id = c.built.client, c.built.prepared_model_id
     capi.OH_NNCompilation_Destroy(c)
     assert client.get_input_dim_ranges(model_id).returnCode != 0
 
 
 def test_a_forgotten_compilation_releases_its_model(rt, model) -> None:
     code, c = build(model)
-    client, model_id = c.built.extra["client"], c.built.prepared_model_id
+    client, model_id = c.built.client, c.built.prepared_model_id
     del c
     gc.collect()
     assert client.get_input_dim_ranges(model_id).returnCode != 0

@@ -129,7 +129,7 @@ def test_run_sync_after_a_restart_uses_the_tensors_and_bytes_of_before(driver):
     before = array(s).copy(), array(p).copy()
     np.testing.assert_allclose(before[0], a + b, rtol=1e-6)
     np.testing.assert_allclose(before[1], a * b, rtol=1e-6)
-    assert executor.built.extra["cache"] is not None  # exported right after the Build
+    assert executor.built.cache is not None  # exported right after the Build
 
     driver.kill()
     assert dead(executor)
@@ -164,13 +164,13 @@ def test_recovery_falls_back_to_the_model(driver, kept):
     x = RNG.standard_normal((2, 3)).astype(np.float32)
     tin, tout = tensor([2, 3], x), tensor([2, 3])
     assert capi.OH_NNExecutor_RunSync(executor, [tin], 1, [tout], 1) == OK
-    contents = executor.built.extra["cache"]
+    contents = executor.built.cache
     if kept == "corrupt":
         blob = bytearray(contents.blobs[0])
         blob[len(blob) // 2] ^= 0xFF
         contents.blobs[0] = bytes(blob)
     else:
-        executor.built.extra["cache"] = None
+        executor.built.cache = None
     new = driver.restart()
     array(tout)[...] = 0
     assert capi.OH_NNExecutor_RunSync(executor, [tin], 1, [tout], 1) == OK
