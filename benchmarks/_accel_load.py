@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nnrt.client.hdi import DriverClient
+from nnrt.client.core.driver import DriverClient
 from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na

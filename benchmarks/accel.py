@@ -25,7 +25,7 @@ from pathlib import Path
 import grpc
 from google.protobuf import empty_pb2
 
-from nnrt.client.hdi import DriverClient, DriverGone
+from nnrt.client.core.driver import DriverClient, DriverGone
 from nnrt.drivers.accel.cost import graph_costs
 from nnrt.drivers.accel.spec import load_spec
 from nnrt.protos import admin_pb2_grpc

@@ -29,9 +29,9 @@ import numpy as np
 
 from nnrt.client import Model, capi
 from nnrt.client.capi.tensor import io_tensor
-from nnrt.client.devices import registry
-from nnrt.client.embedded import EmbeddedDrivers
-from nnrt.client.hdi import DriverClient
+from nnrt.client.core.device import registry
+from nnrt.client.core.embedded import EmbeddedDrivers
+from nnrt.client.core.driver import DriverClient
 
 from _common import add_one_executor, float32_desc, timed  # benchmarks/_common.py
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from nnrt.client import zoo
 from nnrt.client.api import Compiled
-from nnrt.client.hdi import DriverClient, DriverGone
+from nnrt.client.core.driver import DriverClient, DriverGone
 from nnrt.common.runtime_dir import ENV as RUNTIME_ENV
 
 # Sizes of the benchmark models (the zoo's defaults are test sizes).

@@ -81,9 +81,9 @@ except ImportError as exc:  # pragma: no cover - a benchmark-only dependency
     sys.exit(f"benchmarks/models.py needs onnx and onnxruntime (dependencies of nnrt): {exc}")
 
 from nnrt.client.api import Model
-from nnrt.client.capi import model_cache
-from nnrt.client.devices import registry
-from nnrt.client.embedded import EmbeddedDrivers
+from nnrt.client.core import model_cache
+from nnrt.client.core.device import registry
+from nnrt.client.core.embedded import EmbeddedDrivers
 from nnrt.drivers.cpu.device import CpuDevice
 from nnrt.server.device import PrepareConfig
 from nnrt.common.runtime_dir import ENV as RUNTIME_ENV

@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from nnrt.client.embedded import EmbeddedDrivers
-from nnrt.client.hdi import DriverClient
+from nnrt.client.core.embedded import EmbeddedDrivers
+from nnrt.client.core.driver import DriverClient
 from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na

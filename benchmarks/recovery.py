@@ -36,7 +36,7 @@ import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2
 
-import nnrt.client.devices as devices_module
+import nnrt.client.core.device as devices_module
 from nnrt.client import capi
 from nnrt.protos import admin_pb2 as apb
 from nnrt.protos import admin_pb2_grpc

@@ -63,7 +63,7 @@ def _add_model():
 
 def worker(directory: Path, name: str, runs: int, index: int) -> dict:
     """One client process: `runs` checked Runs; a JSON-able summary."""
-    from nnrt.client.hdi import DriverClient
+    from nnrt.client.core.driver import DriverClient
     from nnrt.protos import hdi_types_pb2 as ht
 
     summary = {"index": index, "runs": 0, "ok": 0, "failed": 0, "wrong": 0, "errors": []}

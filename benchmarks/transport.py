@@ -34,9 +34,9 @@ import grpc
 import numpy as np
 
 from nnrt.client import capi
-from nnrt.client.devices import registry
-from nnrt.client.embedded import EmbeddedDrivers
-from nnrt.client.hdi import DriverClient
+from nnrt.client.core.device import registry
+from nnrt.client.core.embedded import EmbeddedDrivers
+from nnrt.client.core.driver import DriverClient
 from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na

@@ -4,7 +4,7 @@ onnxruntime's session shape over it (`InferenceSession`, `SessionOptions`; ONNX 
 imported by `nnrt.client.onnx_import`).
 
 The Pythonic names are loaded on first use, so importing only the HDI client layer
-(`nnrt.client.hdi`) stays light.
+(`nnrt.client.core.driver`) stays light.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ Decisions, so that it behaves like its peers:
   own handler, and SIGINT there is a requested stop (exit 0), as SIGTERM is.
 - `nnrt demo` has a deadline (`--timeout`, default DEMO_TIMEOUT s) for its job: listing
   the devices, compiling and running; finding or starting the drivers is bounded on its own
-  (client/embedded.py). Past it: exit 1, one line.
+  (client/core/embedded.py). Past it: exit 1, one line.
 """
 
 from __future__ import annotations
@@ -115,8 +115,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from nnrt.client.commands.common import EXIT_FAILURE, EXIT_UNREACHABLE, say
     from nnrt.client.demo import NoDevice, run_demo
-    from nnrt.client.devices import registry
-    from nnrt.client.embedded import embedded_disabled, find_or_start
+    from nnrt.client.core.device import registry
+    from nnrt.client.core.embedded import embedded_disabled, find_or_start
     from nnrt.common.runtime_dir import ENV as RUNTIME_ENV
 
     try:  # an embedded driver is announced by the report below ("runtime dir: ..."), once

@@ -36,7 +36,7 @@ Decisions:
   removes the file while still holding the lock; a lock taken on a file that a stopping
   driver removed meanwhile is detected (the path's inode differs) and taken again on the
   new file. Who wants to know whether a driver of that name is alive — serving or still
-  starting — tries a shared `flock` on the file (client/embedded.py): it fails while a driver
+  starting — tries a shared `flock` on the file (client/core/embedded.py): it fails while a driver
   holds it; a file nobody holds is a stale leftover of a killed driver, like its sockets. A
   warm spare (`--standby-fd`) takes the lock only at its go.
 """

@@ -13,7 +13,7 @@ The driver first takes its name lock, `flock` on `<runtime dir>/<name>.lock` wit
 in it (common/runtime_dir.py), so that a driver still loading is visible and a second one of
 that name stops at once (exit 3).
 SIGTERM or SIGINT: stop accepting, let calls in flight finish (up to --grace seconds),
-remove the sockets and the lock file, exit 0. `--lifeline-fd N` (client/embedded.py): the same stop when
+remove the sockets and the lock file, exit 0. `--lifeline-fd N` (client/core/embedded.py): the same stop when
 the inherited pipe N reaches EOF, i.e. the process holding its write end is gone.
 
 `--standby-fd N` (server/devmgr.py, `standby = true`): a warm spare. The process imports
@@ -219,7 +219,7 @@ def fault_injection(args: argparse.Namespace) -> FaultInjection:
 
 def watch_lifeline(fd: int, stop: threading.Event) -> None:
     """Stop the driver when the pipe `fd` reaches EOF or fails: its write end lives only in
-    the parent (client/embedded.py), and the kernel closes it however the parent ends,
+    the parent (client/core/embedded.py), and the kernel closes it however the parent ends,
     SIGKILL included. A pipe, not PR_SET_PDEATHSIG: that signal fires when the parent
     *thread* that forked exits, which would kill a driver an application started from a
     short-lived thread."""

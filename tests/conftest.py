@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from grpc_health.v1 import health_pb2
 
-from nnrt.client.hdi import DriverClient
+from nnrt.client.core.driver import DriverClient
 from nnrt.server.devmgr import health_status  # the device manager's probe, shared by the tests
 from nnrt.common.runtime_dir import grpc_socket, session_socket
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from nnrt.client import cli
-from nnrt.client.devices import DeviceRegistry
+from nnrt.client.core.device import DeviceRegistry
 from tests.devmgr_util import WAIT, config_text, processes_using, start_devmgr
 
 DEVICE_KEYS = {"id", "name", "driver", "kind", "device_name", "vendor", "type", "status",
@@ -69,7 +69,7 @@ def test_devices_and_status_of_a_driver_without_devmgr(driver, capsys):
         assert listing["devmgr"] is False
         (device,) = listing["devices"]
         assert set(device) == DEVICE_KEYS
-        assert device["id"] == expected_id  # the stable ID of client/devices.py
+        assert device["id"] == expected_id  # the stable ID of client/core/device.py
         assert device | {"uptime_seconds": None, "details": None} == {
             "id": expected_id, "name": "nnrt-cpu_nnrt_v2_1", "driver": "cpu", "kind": "cpu",
             "device_name": "nnrt-cpu", "vendor": "nnrt", "type": "CPU", "status": "available",

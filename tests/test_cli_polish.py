@@ -111,7 +111,7 @@ def interrupt_when(proc: subprocess.Popen, ready) -> tuple[str, str]:
 @pytest.mark.parametrize("command", ["demo", "run", "bench", "devices-json-run"])
 def test_ctrl_c_while_waiting_for_a_starting_driver(command, tmp_path, mlp):
     """A driver that has claimed its name (a held lock file) but does not serve yet: the
-    command waits for it (client/embedded.py) until Ctrl-C."""
+    command waits for it (client/core/embedded.py) until Ctrl-C."""
     runtime_dir = tmp_path / "rt"
     runtime_dir.mkdir(mode=0o700)
     model, x = mlp
@@ -232,7 +232,7 @@ def test_help_names_nothing_a_pip_install_lacks(argv, capsys):
 
 
 ONCE_APP = """
-from nnrt.client.embedded import find_or_start
+from nnrt.client.core.embedded import find_or_start
 for _ in range(2):
     directory, embedded = find_or_start()
     embedded.stop()

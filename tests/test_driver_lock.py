@@ -1,6 +1,6 @@
 """The drivers' name lock (`<runtime dir>/<name>.lock`, common/runtime_dir.py): taken before
 anything else of a driver's start, so a driver still loading is visible to the embedded
-driver's start rules (client/embedded.py) and a second driver of that name stops at once;
+driver's start rules (client/core/embedded.py) and a second driver of that name stops at once;
 removed at a clean stop; a killed driver's file is stale, not held. Real processes, bounded
 waits."""
 
@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from nnrt.client.embedded import may_embed, signs_of_drivers
+from nnrt.client.core.embedded import may_embed, signs_of_drivers
 from nnrt.common.runtime_dir import (
     DriverLock,
     NameLocked,

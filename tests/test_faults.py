@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2
 
-from nnrt.client.hdi import DriverGone
+from nnrt.client.core.driver import DriverGone
 from nnrt.protos import admin_pb2 as apb
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import (

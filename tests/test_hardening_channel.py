@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nnrt.client.hdi import DriverGone
+from nnrt.client.core.driver import DriverGone
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.common import session_channel as channel
 from nnrt.common.errors import (

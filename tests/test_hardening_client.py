@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from google.protobuf import empty_pb2
 from nnrt.client import capi
-from nnrt.client import embedded as embedded_module
-from nnrt.client.devices import device_id_of
+from nnrt.client.core import embedded as embedded_module
+from nnrt.client.core.device import device_id_of
 from nnrt.protos import admin_pb2_grpc
 
 from tests.capi.util_capi import W, add_model, desc, use_runtime

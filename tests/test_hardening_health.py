@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 from grpc_health.v1 import health_pb2
-from nnrt.client.hdi import DriverClient
+from nnrt.client.core.driver import DriverClient
 from nnrt.drivers import load_device
 from nnrt.server.devmgr_config import Settings, load_config
 from nnrt.common.devmgr_ctl import DevmgrUnavailable

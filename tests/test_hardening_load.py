@@ -37,7 +37,7 @@ LOAD_CLIENT = textwrap.dedent("""
     import json, sys, threading, time
     from pathlib import Path
     import numpy as np
-    from nnrt.client.hdi import DriverClient
+    from nnrt.client.core.driver import DriverClient
     from tests.helpers.hdi_models import add_model, io
 
     directory, name, sessions, runs, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), \\

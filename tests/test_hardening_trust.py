@@ -24,9 +24,9 @@ import pytest
 from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2
 
-from nnrt.client.capi import model_cache as mc
+from nnrt.client.core import model_cache as mc
 from nnrt.common.hdi_model import IODesc
-from nnrt.client.hdi import DriverClient, UntrustedDriver
+from nnrt.client.core.driver import DriverClient, UntrustedDriver
 from nnrt.protos import admin_pb2_grpc
 from nnrt.common import runtime_dir as rd
 from nnrt.server.devmgr import health_status
@@ -216,7 +216,7 @@ import nnrt.common.runtime_dir as rd
 rd.SYSTEM_DIR = Path(sys.argv[1])
 print("DIR", rd.runtime_dir())
 if rd.runtime_dir() == rd.SYSTEM_DIR:
-    from nnrt.client.hdi import DriverClient
+    from nnrt.client.core.driver import DriverClient
     with DriverClient.connect("cpu", timeout=5.0) as client:
         print("DEVICE", client.get_device_name().name)
     try:

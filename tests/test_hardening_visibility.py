@@ -14,7 +14,7 @@ import grpc
 import pytest
 from google.protobuf import empty_pb2
 from nnrt.client import cli
-from nnrt.client.hdi import DriverClient
+from nnrt.client.core.driver import DriverClient
 from nnrt.protos import admin_pb2_grpc
 from nnrt.server import buffers
 from nnrt.server.devmgr_config import ConfigError, parse_config

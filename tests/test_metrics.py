@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from nnrt.client.cli import build_parser
-from nnrt.client.hdi import DriverClient
+from nnrt.client.core.driver import DriverClient
 from nnrt.server import metrics
 from nnrt.common.errors import NNRT_SUCCESS
 from nnrt.server.stats import LATENCY_BUCKETS, RunStats

@@ -16,7 +16,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from nnrt.client.hdi import DriverGone
+from nnrt.client.core.driver import DriverGone
 from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from nnrt.client.hdi import DriverGone
+from nnrt.client.core.driver import DriverGone
 from nnrt.common.errors import NNRT_INVALID_MODEL, NNRT_SUCCESS
 from tests.conftest import memfd_mappings, open_fds, start_driver, wait_until
 from tests.helpers.hdi_models import add_model, expect_run_abandoned, io
@@ -21,7 +21,7 @@ from tests.helpers.hdi_models import add_model, expect_run_abandoned, io
 CLIENT_SCRIPT = textwrap.dedent("""
     import sys, time
     import numpy as np
-    from nnrt.client.hdi import DriverClient
+    from nnrt.client.core.driver import DriverClient
     from tests.helpers.hdi_models import add_model, io
     client = DriverClient.connect(sys.argv[2], sys.argv[1])
     model_id = add_model(1024).prepare(client)

@@ -7,23 +7,17 @@ OH_NN_INVALID_PARAMETER (python-capi.md), also when another thread destroyed it 
 Module ownership (one module per C object, like the headers):
   quant_param.py  NN_QuantParam          tensor_desc.py  NN_TensorDesc
   model.py        OH_NNModel (+ operations.py, the per-operation checks and HDI lowering)
-  compilation.py  OH_NNCompilation (+ model_cache.py, the on-disk cache)
+  compilation.py  OH_NNCompilation (the core's compiler.py and model_cache.py under it)
   tensor.py       NN_Tensor              executor.py     OH_NNExecutor (+ deprecated.py)
   device.py       OH_NNDevice_*
-The dataclasses below are what crosses module boundaries.
+What crosses module boundaries is the core's (client/core/): a Build's BuiltModel, the
+executor's PreparedModel, shared memory.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
-
-from nnrt.client.core.prepared_model import BuiltModel  # noqa: F401 (the modules' contract)
-
-if TYPE_CHECKING:
-    from nnrt.client.devices import Device
-    from nnrt.client.hdi import SharedMemory
+from typing import Any, TypeVar
 
 H = TypeVar("H", bound="Handle")
 

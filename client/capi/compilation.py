@@ -53,15 +53,15 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nnrt.client.capi import model_cache
-from nnrt.client.capi._objects import BuiltModel, Handle, live
+from nnrt.client.core import model_cache
+from nnrt.client.capi._objects import Handle, live
+from nnrt.client.core.prepared_model import BuiltModel
 from nnrt.common.hdi_model import HDI_TO_OH_DATA_TYPE, IODesc, LoweredModel, hdi_format
 from nnrt.client.capi.device import find_device
 from nnrt.client.capi.enums import (
@@ -76,28 +76,20 @@ from nnrt.client.capi.enums import (
     OH_NN_OPERATION_FORBIDDEN,
     OH_NN_SAVE_CACHE_EXCEPTION,
     OH_NN_SUCCESS,
-    OH_NN_UNAVAILABLE_DEVICE,
     OH_NN_UNKNOWN,
-    OH_NN_UNSUPPORTED,
     OH_NN_ReturnCode,
 )
 from nnrt.client.capi.model import OH_NNModel
-from nnrt.client.capi.model_cache import CacheContents, CacheDir, CacheInvalid
+from nnrt.client.core.compiler import (PERFORMANCE_MODES, PRIORITIES, blobs_in_driver, built_model,
+                                       check_capabilities, compile_model, driver_cache,
+                                       prepare_failed)
+from nnrt.client.core.errors import NNRtError
+from nnrt.client.core.model_cache import CacheContents, CacheDir, CacheInvalid
 from nnrt.client.capi.structs import c_count, c_int
-from nnrt.client.devices import Device
-from nnrt.client.hdi import DriverClient, DriverGone, SharedMemory
-from nnrt.common.hdi_model import PrepareError
+from nnrt.client.core.device import Device
+from nnrt.client.core.driver import DriverClient, DriverGone
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.protos import model_types_pb2 as mt
-from nnrt.common import session_channel as channel
-from nnrt.common.errors import (
-    NNRT_INVALID_PARAMETER,
-    NNRT_INVALID_PERFORMANCE_MODE,
-    NNRT_INVALID_PRIORITY,
-    NNRT_NOT_SUPPORT,
-    NNRT_SUCCESS,
-    code_name,
-)
+from nnrt.common.errors import NNRT_SUCCESS, code_name
 
 __all__ = [
     "OH_NNCompilation",
@@ -121,12 +113,8 @@ log = logging.getLogger(__name__)
 
 UINT32_MAX = model_cache.UINT32_MAX
 MODEL_NAME = "ModelName"  # the extension that prefixes cache file names (capi.md §4)
-PERFORMANCE_MODES = range(0, 5)  # OH_NN_PERFORMANCE_NONE .. EXTREME
-PRIORITIES = range(0, 4)  # OH_NN_PRIORITY_NONE .. HIGH
 MAX_OFFLINE_BYTES = 1 << 30  # one driver buffer
 
-# Driver codes that mean "the configuration was refused" (1.7: a rejected extension).
-_CONFIG_REJECTED = {NNRT_INVALID_PARAMETER, NNRT_INVALID_PERFORMANCE_MODE, NNRT_INVALID_PRIORITY}
 
 
 class OH_NNCompilation(Handle):
@@ -288,7 +276,7 @@ def _export(built: BuiltModel, version: int) -> tuple[OH_NN_ReturnCode, bytes | 
     contents = built.cache
     if contents is None:
         try:
-            code, contents, why = _driver_cache(built.client, built)
+            code, contents, why = driver_cache(built.client, built)
         except DriverGone as exc:
             return OH_NN_CONNECTION_EXCEPTION, None, f"device {built.device.name}: {exc}"
         if code != OH_NN_SUCCESS:
@@ -301,72 +289,6 @@ def _export(built: BuiltModel, version: int) -> tuple[OH_NN_ReturnCode, bytes | 
     except ValueError as exc:
         return OH_NN_SAVE_CACHE_EXCEPTION, None, str(exc)
     return OH_NN_SUCCESS, blob, ""
-
-
-def _driver_cache(client: DriverClient,
-                  built: BuiltModel) -> tuple[OH_NN_ReturnCode, CacheContents | None, str]:
-    """IsModelCacheSupported + ExportModelCache + the blobs' bytes: (code, contents, why).
-
-    No cache support → OH_NN_UNSUPPORTED; the query failing → OH_NN_UNAVAILABLE_DEVICE; the
-    export failing → OH_NN_SAVE_CACHE_EXCEPTION. DriverGone passes through.
-    """
-    name = built.device.name
-    if not client.alive:
-        raise DriverGone(f"the driver session of {name} has ended")
-    supported = client.is_model_cache_supported()
-    if supported.returnCode != NNRT_SUCCESS:
-        return OH_NN_UNAVAILABLE_DEVICE, None, \
-            f"IsModelCacheSupported on {name} failed: {code_name(supported.returnCode)}"
-    if not supported.isSupported:
-        return OH_NN_UNSUPPORTED, None, f"device {name} has no model cache"
-    reply = client.export_model_cache(built.prepared_model_id)
-    if reply.returnCode != NNRT_SUCCESS:
-        code = OH_NN_UNSUPPORTED if reply.returnCode == NNRT_NOT_SUPPORT else \
-            OH_NN_SAVE_CACHE_EXCEPTION
-        return code, None, f"ExportModelCache on {name} failed: {code_name(reply.returnCode)}"
-    blobs = []
-    for buffer in reply.modelCache:
-        data = fetch_buffer(client, buffer)
-        if data is None:
-            return OH_NN_SAVE_CACHE_EXCEPTION, None, f"cannot read the cache blobs of {name}"
-        blobs.append(data)
-    if not blobs:
-        return OH_NN_SAVE_CACHE_EXCEPTION, None, f"ExportModelCache on {name} returned no blob"
-    return OH_NN_SUCCESS, CacheContents(blobs, list(built.inputs), list(built.outputs)), ""
-
-
-def fetch_buffer(client: DriverClient, buffer: ht.SharedBuffer) -> bytes | None:
-    """The bytes of a window of a driver-owned buffer of this session (an exported cache blob).
-
-    What `DriverClient.allocate_buffer` does after its RPC: fetch the memfd over the session
-    channel, map it, copy the window out, unmap. None (logged) when that fails.
-    """
-    if buffer.offset + buffer.dataSize > buffer.bufferSize:
-        log.warning("driver buffer %d: window [%d, +%d) outside %d bytes", buffer.bufferId,
-                    buffer.offset, buffer.dataSize, buffer.bufferSize)
-        return None
-    answer, fds = client._session_request({"op": "fetch", "bufferId": buffer.bufferId})
-    if answer.get("returnCode") != NNRT_SUCCESS or len(fds) != 1:
-        channel.close_fds(fds)
-        log.warning("fetching driver buffer %d failed: %s", buffer.bufferId,
-                    code_name(answer.get("returnCode", -1)))
-        return None
-    if buffer.bufferSize == 0:
-        channel.close_fds(fds)
-        return b""
-    try:
-        memory = SharedMemory(buffer.bufferId, fds[0], buffer.bufferSize)
-    except (OSError, ValueError) as exc:
-        channel.close_fds(fds)
-        log.warning("mapping driver buffer %d failed: %s", buffer.bufferId, exc)
-        return None
-    try:
-        view = memory.view(buffer.offset, buffer.dataSize)
-        data = bytes(view)
-        view.release()
-        return data
-    finally:
-        memory.close()
 
 
 def OH_NNCompilation_ImportCacheFromBuffer(compilation: OH_NNCompilation | None, buffer: Any,
@@ -495,14 +417,6 @@ class _Options:
         return bool(self.cache_path) or self.imported is not None
 
 
-class _Failed(Exception):
-    """A Build step failed with `code` (already logged where a driver was involved)."""
-
-    def __init__(self, code: OH_NN_ReturnCode, message: str = "") -> None:
-        super().__init__(message)
-        self.code = code
-
-
 def OH_NNCompilation_Build(compilation: OH_NNCompilation | None) -> OH_NN_ReturnCode:
     """capi.md 1.13: compile (or restore) on the chosen device; `compilation.built` on success."""
     c = _compilation(compilation)
@@ -522,10 +436,10 @@ def OH_NNCompilation_Build(compilation: OH_NNCompilation | None) -> OH_NN_Return
     try:
         built = _build(options)
         code = OH_NN_SUCCESS
-    except _Failed as exc:
+    except NNRtError as exc:
         code = exc.code
-        if str(exc):
-            log.warning("OH_NNCompilation_Build: %s", exc)
+        if exc.message:
+            log.warning("OH_NNCompilation_Build: %s", exc.message)
     except DriverGone as exc:
         code = OH_NN_CONNECTION_EXCEPTION
         log.warning("OH_NNCompilation_Build: %s", exc)
@@ -544,9 +458,10 @@ def OH_NNCompilation_Build(compilation: OH_NNCompilation | None) -> OH_NN_Return
 def _build(o: _Options) -> BuiltModel:
     device = find_device(o.device_id)
     if device is None:
-        raise _Failed(OH_NN_FAILED, f"no device with ID {o.device_id}")
+        raise NNRtError(OH_NN_FAILED, f"no device with ID {o.device_id}")
     client = device.client()
-    _check_capabilities(device, client, o)
+    check_capabilities(device, client, uses_cache=o.uses_cache, float16=o.float16,
+                       performance=o.performance, priority=o.priority)
     prefix = _model_name(o.extensions) if o.cache_path else ""
     config = ht.ModelConfig(enableFloat16=o.float16, mode=o.performance, priority=o.priority,
                             extensions=o.extensions)
@@ -557,53 +472,21 @@ def _build(o: _Options) -> BuiltModel:
         if o.cache_path:
             return _build_with_cache(device, client, config, lowered, o.cache_path,
                                      o.cache_version, prefix)
-        return _compile(device, client, config, lowered)
+        return compile_model(device, client, config, lowered)
     # ConstructForCache
     if o.imported is not None:
         try:
             index, contents = model_cache.unpack(o.imported)
         except CacheInvalid as exc:
-            raise _Failed(OH_NN_INVALID_FILE, f"imported cache rejected: {exc}") from exc
+            raise NNRtError(OH_NN_INVALID_FILE, f"imported cache rejected: {exc}") from exc
         if index.device_id != device.id:
-            raise _Failed(OH_NN_INVALID_FILE, "the imported cache was made for another device")
+            raise NNRtError(OH_NN_INVALID_FILE, "the imported cache was made for another device")
         return _restore(device, client, config, contents, None, index.model_digest)
     if o.cache_path:
         return _build_with_cache(device, client, config, None, o.cache_path, o.cache_version,
                                  prefix)
-    raise _Failed(OH_NN_INVALID_PARAMETER, "a compilation for a cache has neither a cache "
+    raise NNRtError(OH_NN_INVALID_PARAMETER, "a compilation for a cache has neither a cache "
                   "directory nor an imported cache")
-
-
-def _supported(device: Device, what: str, query) -> bool:
-    """A capability query; its failure → UNAVAILABLE_DEVICE (performance mode: FAILED)."""
-    reply = query()
-    if reply.returnCode != NNRT_SUCCESS:
-        code = OH_NN_FAILED if what == "IsPerformanceModeSupported" else OH_NN_UNAVAILABLE_DEVICE
-        raise _Failed(code, f"{what} on {device.name} failed: {code_name(reply.returnCode)}"
-                            + (f": {reply.reason}" if reply.reason else ""))
-    return reply.isSupported
-
-
-def _check_capabilities(device: Device, client: DriverClient, o: _Options) -> None:
-    """capi.md 1.13 row 6 with 5.2: cache, float16, performance mode, priority."""
-    if o.uses_cache and not _supported(device, "IsModelCacheSupported",
-                                       client.is_model_cache_supported):
-        raise _Failed(OH_NN_OPERATION_FORBIDDEN, f"device {device.name} has no model cache")
-    if o.float16 and not _supported(device, "IsFloat16PrecisionSupported",
-                                    client.is_float16_precision_supported):
-        raise _Failed(OH_NN_UNAVAILABLE_DEVICE, f"device {device.name} has no float16 mode")
-    if o.performance != 0:
-        if not _supported(device, "IsPerformanceModeSupported",
-                          client.is_performance_mode_supported):
-            raise _Failed(OH_NN_UNAVAILABLE_DEVICE,
-                          f"device {device.name} has no performance modes")
-        if o.performance not in PERFORMANCE_MODES:
-            raise _Failed(OH_NN_INVALID_PARAMETER)
-    if o.priority != 0:
-        if not _supported(device, "IsPrioritySupported", client.is_priority_supported):
-            raise _Failed(OH_NN_UNAVAILABLE_DEVICE, f"device {device.name} has no priorities")
-        if o.priority not in PRIORITIES:
-            raise _Failed(OH_NN_INVALID_PARAMETER)
 
 
 def _model_name(extensions: dict[str, bytes]) -> str:
@@ -616,7 +499,7 @@ def _model_name(extensions: dict[str, bytes]) -> str:
     except UnicodeDecodeError:
         name = None
     if not name or "/" in name or "\0" in name:
-        raise _Failed(OH_NN_INVALID_PARAMETER,
+        raise NNRtError(OH_NN_INVALID_PARAMETER,
                       f"ModelName {raw!r} cannot prefix cache file names")
     return name
 
@@ -624,179 +507,11 @@ def _model_name(extensions: dict[str, bytes]) -> str:
 def _lowered(model: OH_NNModel) -> LoweredModel:
     m = live(model, OH_NNModel)
     if m is None:
-        raise _Failed(OH_NN_INVALID_PARAMETER, "the model was destroyed before Build")
+        raise NNRtError(OH_NN_INVALID_PARAMETER, "the model was destroyed before Build")
     with m.lock:
         if m.destroyed or not m.finished:
-            raise _Failed(OH_NN_INVALID_PARAMETER, "the model is not finished")
+            raise NNRtError(OH_NN_INVALID_PARAMETER, "the model is not finished")
         return m.lowered()
-
-
-def _prepare_failed(what: str, device: Device, code: int, reason: str = "") -> _Failed:
-    mapped = OH_NN_INVALID_PARAMETER if code in _CONFIG_REJECTED else OH_NN_FAILED
-    return _Failed(mapped, f"{what} on {device.name} failed: {code_name(code)}"
-                           + (f": {reason}" if reason else ""))
-
-
-def _check_supported(client: DriverClient, device: Device, model: mt.Model) -> None:
-    supported = client.get_supported_operation(model)
-    if supported.returnCode != NNRT_SUCCESS:
-        raise _Failed(OH_NN_UNAVAILABLE_DEVICE, f"GetSupportedOperation on {device.name} "
-                      f"failed: {code_name(supported.returnCode)}")
-    ops = list(supported.ops)
-    if len(ops) != len(model.nodes) or not all(ops):
-        refused = [i for i, ok in enumerate(ops) if not ok]
-        reasons = list(supported.reasons)  # the driver's why, per node (an nnrt addition)
-        why = "; ".join(reasons[i] if reasons[i].startswith(f"node {i} ") else
-                        f"node {i}: {reasons[i]}" for i in refused[:4]
-                        if i < len(reasons) and reasons[i])
-        raise _Failed(OH_NN_FAILED, f"device {device.name} cannot run operations "
-                      f"{refused or 'of the model'} ({len(ops)} answers for "
-                      f"{len(model.nodes)} nodes)" + (f": {why}" if why else ""))
-
-
-def _compile(device: Device, client: DriverClient, config: ht.ModelConfig,
-             lowered: LoweredModel) -> BuiltModel:
-    """GetSupportedOperation + PrepareModel, the constants packed once for both."""
-    try:
-        with lowered.hdi.packed(client) as model:
-            # GetSupportedOperation knows no ModelConfig: a device that runs float32 models
-            # only in relaxed precision (an NPU) says no to float32 nodes, so in float16
-            # mode PrepareModel alone decides (its refusal names the node in the log).
-            if not config.enableFloat16:
-                _check_supported(client, device, model)
-            reply = client.prepare_model(model, config)
-    except PrepareError as exc:
-        raise _Failed(OH_NN_FAILED, f"on {device.name}: {exc}") from exc
-    if reply.returnCode != NNRT_SUCCESS:
-        raise _prepare_failed("PrepareModel", device, reply.returnCode, reply.reason)
-    built = _built(device, client, reply.preparedModelId, lowered.inputs, lowered.outputs,
-                   config, lowered, "model", None, None)
-    _keep_cache(client, built)
-    return built
-
-
-def _keep_cache(client: DriverClient, built: BuiltModel) -> None:
-    """Export the freshly prepared model's cache and keep it in `built.cache`, so
-    that executors can prepare it again from the cache after a driver restart without any
-    disk (and ExportCacheToBuffer needs no driver call). Best effort: a device without a
-    cache, or one that fails to export, leaves it None (recovery then uses the model).
-    DriverGone passes through (the Build fails: the driver died under it)."""
-    try:
-        code, contents, why = _driver_cache(client, built)
-    except DriverGone:
-        built.release()
-        raise
-    if code == OH_NN_SUCCESS:
-        built.cache = contents
-    else:
-        log.debug("no model cache kept for recovery: %s", why)
-
-
-def can_prepare_again(built: BuiltModel) -> bool:
-    """Whether `prepare_again` has something to prepare from (a kept cache or the model)."""
-    return built.model is not None or built.cache is not None
-
-
-def prepare_again(built: BuiltModel, client: DriverClient) -> tuple[int, str]:
-    """Prepare a built model in a later session of its device's driver (a new process
-    after a crash): `(preparedModelId, "cache" | "model")`.
-
-    From the cache blobs kept at Build, copied into a fresh shared buffer
-    (PrepareModelFromModelCache), when the driver says it supports a cache; from the lowered
-    model when it does not, when there is no kept cache, or when the driver refuses the
-    blobs. DriverGone passes through; PrepareError when nothing could be prepared.
-    """
-    device = built.device
-    config = built.config
-    contents = built.cache
-    if contents is not None:
-        supported = client.is_model_cache_supported()
-        if supported.returnCode == NNRT_SUCCESS and supported.isSupported:
-            try:
-                with _blobs_in_driver(client, device, contents.blobs) as windows:
-                    reply = client.prepare_model_from_model_cache(windows, config)
-            except _Failed as exc:
-                log.warning("preparing again from the kept cache on %s: %s", device.name, exc)
-            else:
-                if reply.returnCode == NNRT_SUCCESS:
-                    return reply.preparedModelId, "cache"
-                log.warning("%s refused the kept model cache (%s); preparing from the model",
-                            device.name, code_name(reply.returnCode))
-    if built.model is None:
-        raise PrepareError("preparing again (no model kept, and the cache was not usable)",
-                           NNRT_NOT_SUPPORT)
-    return built.model.hdi.prepare(client, config), "model"
-
-
-def _built(device: Device, client: DriverClient, model_id: int, inputs: list[IODesc],
-           outputs: list[IODesc], config: ht.ModelConfig, lowered: LoweredModel | None,
-           source: str, contents: CacheContents | None, digest: str | None) -> BuiltModel:
-    """The BuiltModel of a prepared model (with its input ranges); released with it."""
-    try:
-        ranges = client.get_input_dim_ranges(model_id)
-    except DriverGone:
-        _release_prepared(client, model_id, device.name)
-        raise
-    mins: list[list[int]] = []
-    maxs: list[list[int]] = []
-    if ranges.returnCode == NNRT_SUCCESS:
-        mins = [list(a.values) for a in ranges.minInputDims]
-        maxs = [list(a.values) for a in ranges.maxInputDims]
-    else:  # the executor asks again and answers GetInputDimRange with its code
-        log.warning("GetInputDimRanges on %s failed: %s", device.name,
-                    code_name(ranges.returnCode))
-    built = BuiltModel(device, model_id, [_copy(d) for d in inputs], [_copy(d) for d in outputs],
-                       mins, maxs, lowered, client=client, config=config, source=source,
-                       cache=contents, digest=digest)
-    finalizer = weakref.finalize(built, _release_prepared, client, model_id, device.name)
-    finalizer.atexit = False  # at exit the session ends, and with it the prepared model
-    built.release = finalizer  # calling it releases now (once)
-    return built
-
-
-def _copy(desc: IODesc) -> IODesc:
-    return IODesc(desc.name, desc.data_type, list(desc.shape), desc.format)
-
-
-def _release_prepared(client: DriverClient, model_id: int, name: str) -> None:
-    """ReleasePreparedModel, when nothing (compilation, executor) holds the BuiltModel any more."""
-    if not client.alive:
-        return
-    try:
-        reply = client.release_prepared_model(model_id)
-    except DriverGone:
-        return
-    except Exception:  # called from a finalizer: never raise
-        log.exception("releasing prepared model %d on %s failed", model_id, name)
-        return
-    if reply.returnCode != NNRT_SUCCESS:
-        log.warning("ReleasePreparedModel %d on %s failed: %s", model_id, name,
-                    code_name(reply.returnCode))
-
-
-@contextmanager
-def _blobs_in_driver(client: DriverClient, device: Device,
-                     blobs: list[bytes]) -> Iterator[list[ht.SharedBuffer]]:
-    """The blobs back to back in one fresh driver buffer (released afterwards), as windows."""
-    total = sum(len(b) for b in blobs)
-    if total == 0:
-        raise _Failed(OH_NN_INVALID_FILE, "the cache holds no data")
-    code, memory = client.allocate_buffer(total)
-    if code != NNRT_SUCCESS or memory is None:
-        raise _Failed(OH_NN_FAILED,
-                      f"AllocateBuffer({total}) on {device.name} failed: {code_name(code)}")
-    try:
-        windows, offset = [], 0
-        for blob in blobs:
-            memory.view(offset, len(blob))[:] = blob
-            windows.append(memory.descriptor(offset, len(blob)))
-            offset += len(blob)
-        yield windows
-    finally:
-        descriptor = memory.descriptor()
-        memory.close()
-        if client.alive:
-            client.release_buffer(descriptor)
 
 
 def _build_offline(device: Device, client: DriverClient, config: ht.ModelConfig,
@@ -807,23 +522,23 @@ def _build_offline(device: Device, client: DriverClient, config: ht.ModelConfig,
         path = Path(o.offline_path)
         try:
             if path.stat().st_size > MAX_OFFLINE_BYTES:
-                raise _Failed(OH_NN_INVALID_FILE, f"offline model {path} is larger than 1 GiB")
+                raise NNRtError(OH_NN_INVALID_FILE, f"offline model {path} is larger than 1 GiB")
             data = path.read_bytes()
         except (FileNotFoundError, NotADirectoryError) as exc:
-            raise _Failed(OH_NN_INVALID_PATH, f"offline model {path}: {exc.strerror}") from exc
+            raise NNRtError(OH_NN_INVALID_PATH, f"offline model {path}: {exc.strerror}") from exc
         except OSError as exc:
-            raise _Failed(OH_NN_INVALID_FILE,
+            raise NNRtError(OH_NN_INVALID_FILE,
                           f"offline model {path}: {exc.strerror or exc}") from exc
         if not data:
-            raise _Failed(OH_NN_INVALID_FILE, f"offline model {path} is empty")
-    with _blobs_in_driver(client, device, [data]) as windows:
+            raise NNRtError(OH_NN_INVALID_FILE, f"offline model {path} is empty")
+    with blobs_in_driver(client, device, [data]) as windows:
         reply = client.prepare_offline_model(windows, config)
     if reply.returnCode != NNRT_SUCCESS:
-        raise _prepare_failed("PrepareOfflineModel", device, reply.returnCode, reply.reason)
+        raise prepare_failed("PrepareOfflineModel", device, reply.returnCode, reply.reason)
     # The front end cannot read an offline model: its inputs and outputs are those the
     # driver describes in the reply (nnrt's addition to PrepareModelReply, protos/hdi.proto).
     # A driver that describes none leaves the executor without descriptors, as upstream.
-    return _built(device, client, reply.preparedModelId,
+    return built_model(device, client, reply.preparedModelId,
                   [_described(t) for t in reply.inputs], [_described(t) for t in reply.outputs],
                   config, None, "offline", None, "")
 
@@ -842,14 +557,14 @@ def _described(tensor: ht.Tensor) -> IODesc:
 def _restore(device: Device, client: DriverClient, config: ht.ModelConfig,
              contents: CacheContents, lowered: LoweredModel | None, digest: str) -> BuiltModel:
     """PrepareModelFromModelCache; a driver that refuses the blobs → INVALID_FILE."""
-    with _blobs_in_driver(client, device, contents.blobs) as windows:
+    with blobs_in_driver(client, device, contents.blobs) as windows:
         reply = client.prepare_model_from_model_cache(windows, config)
     if reply.returnCode != NNRT_SUCCESS:
-        raise _Failed(OH_NN_INVALID_FILE, f"PrepareModelFromModelCache on {device.name} refused "
+        raise NNRtError(OH_NN_INVALID_FILE, f"PrepareModelFromModelCache on {device.name} refused "
                       f"the cache: {code_name(reply.returnCode)}")
     inputs = lowered.inputs if lowered is not None else contents.inputs
     outputs = lowered.outputs if lowered is not None else contents.outputs
-    return _built(device, client, reply.preparedModelId, inputs, outputs, config, lowered,
+    return built_model(device, client, reply.preparedModelId, inputs, outputs, config, lowered,
                   "cache", contents, digest)
 
 
@@ -873,11 +588,11 @@ def _build_with_cache(device: Device, client: DriverClient, config: ht.ModelConf
                       prefix: str) -> BuiltModel:
     """The cache-directory table of capi.md 1.9 (header contract, our decisions of 5.2)."""
     if version == model_cache.INVALID_VERSION:
-        raise _Failed(OH_NN_INVALID_PARAMETER, "cache version UINT32_MAX is reserved")
+        raise NNRtError(OH_NN_INVALID_PARAMETER, "cache version UINT32_MAX is reserved")
     directory = os.path.realpath(cache_path)
     access = os.R_OK | os.X_OK | (os.W_OK if lowered is not None else 0)
     if not os.path.isdir(directory) or not os.access(directory, access):
-        raise _Failed(OH_NN_INVALID_PATH,
+        raise NNRtError(OH_NN_INVALID_PATH,
                       f"cache directory {cache_path!r} is missing or not accessible")
     cache = CacheDir(directory, prefix)
     digest = model_cache.model_digest(lowered)
@@ -893,32 +608,32 @@ def _build_with_cache(device: Device, client: DriverClient, config: ht.ModelConf
             else:
                 contents = None
     except CacheInvalid as exc:
-        raise _Failed(OH_NN_INVALID_FILE, f"cache in {directory!r} (prefix {prefix!r}) rejected: "
+        raise NNRtError(OH_NN_INVALID_FILE, f"cache in {directory!r} (prefix {prefix!r}) rejected: "
                       f"{exc}") from exc
     except OSError as exc:
-        raise _Failed(OH_NN_INVALID_PATH, f"cache directory {cache_path!r}: {exc}") from exc
+        raise NNRtError(OH_NN_INVALID_PATH, f"cache directory {cache_path!r}: {exc}") from exc
     if index is not None and index.version > version:
-        raise _Failed(OH_NN_INVALID_PARAMETER, f"the cache in {directory!r} has version "
+        raise NNRtError(OH_NN_INVALID_PARAMETER, f"the cache in {directory!r} has version "
                       f"{index.version}, newer than the requested {version}")
     if contents is not None:
         log.info("restoring the model from the cache in %s (version %d)", directory, version)
         return _restore(device, client, config, contents, lowered, index.model_digest)
     if lowered is None:
-        raise _Failed(OH_NN_INVALID_PARAMETER, f"no usable cache in {directory!r} (prefix "
+        raise NNRtError(OH_NN_INVALID_PARAMETER, f"no usable cache in {directory!r} (prefix "
                       f"{prefix!r}, version {version}) and no model to compile")
-    built = _compile(device, client, config, lowered)
+    built = compile_model(device, client, config, lowered)
     try:
         contents = built.cache  # exported by _compile when it could
         if contents is None:
-            code, contents, why = _driver_cache(client, built)
+            code, contents, why = driver_cache(client, built)
             if code != OH_NN_SUCCESS:
-                raise _Failed(OH_NN_SAVE_CACHE_EXCEPTION,
+                raise NNRtError(OH_NN_SAVE_CACHE_EXCEPTION,
                               f"the compiled model cannot be saved: {why}")
         try:
             with _dir_lock(directory, exclusive=True):
                 cache.write(contents, version, device.id, digest)
         except (OSError, ValueError) as exc:
-            raise _Failed(OH_NN_SAVE_CACHE_EXCEPTION, f"saving the cache in {directory!r} failed: "
+            raise NNRtError(OH_NN_SAVE_CACHE_EXCEPTION, f"saving the cache in {directory!r} failed: "
                           f"{exc}") from exc
     except BaseException:
         built.release()  # the Build fails: no one will ever use this prepared model

@@ -36,7 +36,8 @@ from nnrt.client.core import execution
 from nnrt.client.core.errors import NNRtError
 from nnrt.client.core.prepared_model import DimRanges, release_memory
 from nnrt.client.capi.structs import OH_NN_Memory, OH_NN_Tensor, c_count, c_int
-from nnrt.client.hdi import BufferNotShared, DriverGone, SharedMemory
+from nnrt.client.core.driver import DriverGone
+from nnrt.client.core.buffer import BufferNotShared, SharedMemory
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_SUCCESS, code_name
 

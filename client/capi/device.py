@@ -1,6 +1,6 @@
 """`OH_NNDevice_*`: the devices the runtime knows (capi.md 1.48–1.50).
 
-Every driver found in `NNRT_RUNTIME_DIR` is a device (nnrt.client.devices). Its ID is a
+Every driver found in `NNRT_RUNTIME_DIR` is a device (nnrt.client.core.device). Its ID is a
 hash of its name `<deviceName>_<vendorName>_v<major>_<minor>` and of its driver's socket
 name, so two drivers of one kind are two devices, it is stable across driver restarts and
 never 0; `0` stands for the first device of
@@ -22,8 +22,8 @@ from nnrt.client.capi.enums import (
     OH_NN_ReturnCode,
 )
 from nnrt.client.capi.structs import c_count
-from nnrt.client.devices import Device, registry
-from nnrt.client.hdi import DriverGone
+from nnrt.client.core.device import Device, registry
+from nnrt.client.core.driver import DriverGone
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_SUCCESS, code_name
 

@@ -37,14 +37,16 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nnrt.client.capi._objects import BuiltModel, Handle, live
+from nnrt.client.capi._objects import Handle, live
+from nnrt.client.core.prepared_model import BuiltModel
 from nnrt.client.capi.structs import c_count, c_int
 from nnrt.client.capi.tensor import NN_Tensor, RunSize, io_bytes
 from nnrt.client.capi.tensor_desc import NN_TensorDesc, OH_NNTensorDesc_Create
 from nnrt.client.core import execution
 from nnrt.client.core.errors import NNRtError, OH_NN_ReturnCode
 from nnrt.client.core.prepared_model import DimRanges, PreparedModel, release_memory
-from nnrt.client.hdi import BufferNotShared, DriverClient, DriverGone
+from nnrt.client.core.driver import DriverClient, DriverGone
+from nnrt.client.core.buffer import BufferNotShared
 from nnrt.common.hdi_model import element_size
 
 __all__ = [

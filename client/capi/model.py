@@ -51,7 +51,7 @@ from nnrt.client.capi.structs import (
     uint32,
 )
 from nnrt.client.capi.tensor_desc import NN_TensorDesc
-from nnrt.client.hdi import DriverGone
+from nnrt.client.core.driver import DriverGone
 from nnrt.common.hdi_model import HdiModelBuilder, PrepareError
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_SUCCESS, code_name
@@ -435,7 +435,7 @@ def OH_NNModel_GetAvailableOperations(model: OH_NNModel | None,
     Unknown device or a driver failure → OH_NN_FAILED; a driver that cannot be reached →
     OH_NN_CONNECTION_EXCEPTION (capi.md 0.5).
     """
-    from nnrt.client.devices import registry  # noqa: PLC0415 - imported when first needed
+    from nnrt.client.core.device import registry  # noqa: PLC0415 - imported when first needed
 
     m = _model(model)
     if m is None:

@@ -44,8 +44,9 @@ from nnrt.client.capi.enums import (
 from nnrt.client.capi.device import find_device
 from nnrt.client.capi.structs import c_count, c_int
 from nnrt.client.capi.tensor_desc import NN_TensorDesc, OH_NNTensorDesc_GetByteSize
-from nnrt.client.devices import Device
-from nnrt.client.hdi import DriverClient, DriverGone, SharedMemory
+from nnrt.client.core.device import Device
+from nnrt.client.core.driver import DriverClient, DriverGone
+from nnrt.client.core.buffer import SharedMemory
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_SUCCESS, code_name
 

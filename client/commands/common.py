@@ -13,7 +13,7 @@ import grpc
 from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from nnrt.client.devices import Device
+from nnrt.client.core.device import Device
 from nnrt.protos import admin_pb2, admin_pb2_grpc, hdi_pb2_grpc
 from nnrt.protos import hdi_types_pb2 as ht
 
@@ -138,7 +138,7 @@ def probe_driver(directory: Path, name: str, *, admin: bool,
 
 
 def device_of(directory: Path, name: str, identity: dict | None) -> Device | None:
-    """The client/devices.py view of a driver's identity (for its name and stable ID)."""
+    """The client/core/device.py view of a driver's identity (for its name and stable ID)."""
     if not identity:
         return None
     types = ht.DeviceType.values()

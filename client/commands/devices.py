@@ -3,7 +3,7 @@
     ID                   NAME                  DRIVER  VENDOR  TYPE  STATUS     HDI  UPTIME  RESTARTS
     4536084387933173364  nnrt-cpu_nnrt_v2_1    cpu     nnrt    CPU   available  2.1  5m03s   0
 
-ID is the stable device ID of client/devices.py (the one OH_NNDevice_GetAllDevicesID gives),
+ID is the stable device ID of client/core/device.py (the one OH_NNDevice_GetAllDevicesID gives),
 NAME the device name it is derived from. STATUS is the device's own (available, busy,
 offline, unknown) while its driver serves; otherwise the device manager's state of the
 driver (starting, backoff, failed, stopped), or `unreachable`. UPTIME and RESTARTS come from

@@ -25,7 +25,7 @@ give it (`np.load(path)["Tensor: 7"]`).
 The device: `--device` by ID, full name (`nnrt-cpu_nnrt_v2_1`), device-name part
 (`nnrt-cpu` or `cpu`), driver (socket) name or type (`cpu`); default the first. With no
 driver in the runtime directory an embedded CPU driver is started for the run, as for
-`nnrt demo` (client/embedded.py), and said so on stderr; `NNRT_NO_EMBEDDED=1` forbids it.
+`nnrt demo` (client/core/embedded.py), and said so on stderr; `NNRT_NO_EMBEDDED=1` forbids it.
 
 Exit codes (client/commands/common.py EXIT_CODES): 0 ok, 1 failed (the device refused the
 model, the run failed or timed out, an output could not be written), 2 bad usage or bad
@@ -56,9 +56,10 @@ from nnrt.common.hdi_model import IODesc, LoweredModel
 from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK,
                                          EXIT_UNREACHABLE, EXIT_USAGE, add_common_arguments,
                                          print_json, say, table)
-from nnrt.client.devices import Device, DeviceRegistry
-from nnrt.client.embedded import DISABLE_ENV, embedded_disabled, find_or_start
-from nnrt.client.hdi import DriverClient, DriverGone, SharedMemory
+from nnrt.client.core.device import Device, DeviceRegistry
+from nnrt.client.core.embedded import DISABLE_ENV, embedded_disabled, find_or_start
+from nnrt.client.core.driver import DriverClient, DriverGone
+from nnrt.client.core.buffer import SharedMemory
 from nnrt.common.hdi_model import PrepareError
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, code_name

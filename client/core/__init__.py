@@ -3,6 +3,6 @@ in `api.py`, the command line in `commands/`) is built on.
 
 * `errors` — OH_NN return codes and the exception hierarchy that carries them.
 
-Modules are imported by name (`from nnrt.client.core.errors import NNRtError`); this
+Modules are imported by name (`from .errors import NNRtError`); this
 package imports nothing on its own, so that the C API's modules can build on it freely.
 """

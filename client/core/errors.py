@@ -11,6 +11,9 @@ exception of the same meaning exists the class derives from it too (`InvalidPara
 `ValueError`, `RunTimeout` a `TimeoutError`, `ConnectionLost` a `ConnectionError`,
 `OutOfMemory` a `MemoryError`). `reason` is the driver's own explanation when the driver
 gave one (the `reason` field of its reply), already part of the message.
+
+`DriverGone` is the transport's failure, below the codes: the driver's process died, stopped
+or never answered. The core's callers see it as `ConnectionLost` (OH_NN_CONNECTION_EXCEPTION).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 __all__ = ["OH_NN_ReturnCode", "NNRtError", "Failed", "InvalidParameter", "OutOfMemory",
            "OperationForbidden", "NullPointer", "InvalidFile", "InvalidPath", "RunTimeout",
            "Unsupported", "ConnectionLost", "SaveCacheFailed", "DynamicShape",
-           "DeviceUnavailable", "error_class"]
+           "DeviceUnavailable", "error_class", "DriverGone", "UntrustedDriver"]
 
 
 class OH_NN_ReturnCode(IntEnum):
@@ -153,3 +156,15 @@ _BY_CODE[OH_NN_ReturnCode.OH_NN_UNAVALIDABLE_DEVICE] = DeviceUnavailable
 def error_class(code: int) -> type[NNRtError]:
     """The exception class of an OH_NN_ReturnCode (NNRtError itself for an unknown code)."""
     return _BY_CODE.get(code, NNRtError)
+
+
+# -- the transport ----------------------------------------------------------------------------
+
+
+class DriverGone(ConnectionError):
+    """The driver cannot be reached: it died, stopped, or never answered."""
+
+
+class UntrustedDriver(DriverGone):
+    """The driver is refused before anything is sent to it: its runtime directory cannot be
+    trusted, or it is served by a process of a user we do not trust (SO_PEERCRED)."""

@@ -35,7 +35,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nnrt.client.hdi import BufferNotShared, DriverClient, DriverGone
+from .driver import DriverClient, DriverGone
+
+from .buffer import BufferNotShared
 from nnrt.common.errors import NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, code_name
 
 from .errors import (ConnectionLost, DeviceUnavailable, Failed, InvalidParameter, NNRtError,

@@ -17,15 +17,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from nnrt.client.hdi import DriverClient, DriverGone
+from .driver import DriverClient, DriverGone
 from nnrt.common.errors import (HDF_ERR_NOT_SUPPORT, NNRT_NOT_SUPPORT, NNRT_OPERATION_FORBIDDEN,
                                 NNRT_SUCCESS, code_name)
 from nnrt.common.hdi_model import IODesc, LoweredModel, PrepareError
 from nnrt.protos import hdi_types_pb2 as ht
 
 if TYPE_CHECKING:
-    from nnrt.client.capi.model_cache import CacheContents
-    from nnrt.client.devices import Device
+    from .model_cache import CacheContents
+    from .device import Device
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +132,7 @@ class PreparedModel:
         client = self._client
         if client.alive:
             return client, self._model_id
-        from nnrt.client.capi.compilation import (  # the C API's Build knows its cache
-            can_prepare_again,
-            prepare_again,
-        )
+        from .compiler import can_prepare_again, prepare_again  # (compiler builds on this)
 
         with self._session_lock:
             if self._client.alive:  # another thread recovered meanwhile

@@ -258,7 +258,7 @@ def test_busy_beyond_the_queue_depth(tmp_path):
 HOLDER = """
 import sys, time
 from pathlib import Path
-from nnrt.client.hdi import DriverClient
+from nnrt.client.core.driver import DriverClient
 client = DriverClient.connect("accel", Path(sys.argv[1]), timeout=10)
 code, memory = client.allocate_buffer(int(sys.argv[2]))
 print(code, flush=True)

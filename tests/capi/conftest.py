@@ -26,7 +26,7 @@ import pytest
 
 from nnrt.client import capi
 from nnrt.client.capi.model import OH_NNModel
-from nnrt.client.hdi import DriverClient
+from nnrt.client.core.driver import DriverClient
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_SUCCESS
 from tests.capi.util_capi import NP_TYPES, Graph, use_runtime

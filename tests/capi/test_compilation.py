@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import nnrt.client.devices as devices_module
+import nnrt.client.core.device as devices_module
 from nnrt.client import capi
-from nnrt.client.capi import model_cache
+from nnrt.client.core import model_cache
 from nnrt.client.capi.compilation import OH_NNCompilation
-from nnrt.client.devices import DeviceRegistry, device_id_of
+from nnrt.client.core.device import DeviceRegistry, device_id_of
 from nnrt.common.errors import NNRT_INVALID_MODEL
 from tests.capi.util_capi import W, add_model, use_runtime
 from tests.capi.util_compilation import (

@@ -45,8 +45,8 @@ from nnrt.client.capi.tensor_desc import (
     OH_NNTensorDesc_Destroy,
     OH_NNTensorDesc_SetShape,
 )
-from nnrt.client.devices import registry
-from nnrt.client.hdi import DriverGone
+from nnrt.client.core.device import registry
+from nnrt.client.core.driver import DriverGone
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from tests.capi.conftest import run_lowered

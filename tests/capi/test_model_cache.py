@@ -1,4 +1,4 @@
-"""The on-disk / in-blob compiled-model cache (client/capi/model_cache.py), without a driver.
+"""The on-disk / in-blob compiled-model cache (client/core/model_cache.py), without a driver.
 
 Written, read back, and every kind of damage detected: bit flips anywhere, truncation,
 growth, missing files, files of another model, a foreign or altered index.
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nnrt.client.capi import model_cache as mc
+from nnrt.client.core import model_cache as mc
 from nnrt.common.hdi_model import IODesc
 from tests.capi.util_compilation import lowered_add
 

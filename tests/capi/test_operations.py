@@ -27,7 +27,7 @@ from nnrt.client.capi.model import (
     OH_NNModel_SpecifyInputsAndOutputs,
 )
 from nnrt.client.capi.operation_table import OPERATIONS, ParamSpec
-from nnrt.client.devices import registry
+from nnrt.client.core.device import registry
 from nnrt.drivers.cpu import ops as _cpu_ops  # noqa: F401  (registers the kernels)
 from nnrt.drivers.cpu.kernel import KERNELS
 from nnrt.protos import hdi_types_pb2 as ht

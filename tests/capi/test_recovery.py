@@ -24,7 +24,7 @@ import pytest
 
 from nnrt.client import capi
 from nnrt.client.capi.structs import OH_NN_Tensor
-from nnrt.client.hdi import DriverGone
+from nnrt.client.core.driver import DriverGone
 from tests.capi.util_capi import W, add_model, desc
 from tests.capi.util_executor import (
     Callbacks,

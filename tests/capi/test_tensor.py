@@ -14,10 +14,10 @@ import threading
 import numpy as np
 import pytest
 
-import nnrt.client.devices as devices_module
+import nnrt.client.core.device as devices_module
 from nnrt.client import capi
 from nnrt.client.capi.tensor import NN_Tensor, io_tensor
-from nnrt.client.devices import DeviceRegistry, device_id_of
+from nnrt.client.core.device import DeviceRegistry, device_id_of
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_SUCCESS
 from tests.capi.util_capi import W, add_model, desc, use_runtime

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import nnrt.client.devices as devices_module
+import nnrt.client.core.device as devices_module
 from nnrt.client.capi import enums as E
 from nnrt.client.capi.model import (
     OH_NNModel,

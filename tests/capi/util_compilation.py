@@ -33,7 +33,7 @@ import numpy as np
 
 from nnrt.client import capi
 from nnrt.common.hdi_model import IODesc, LoweredModel
-from nnrt.client.devices import device_id_of
+from nnrt.client.core.device import device_id_of
 from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt

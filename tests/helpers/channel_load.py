@@ -79,7 +79,7 @@ FLOODER = textwrap.dedent("""
     import json, sys
     from collections import Counter
     from pathlib import Path
-    from nnrt.client.hdi import DriverClient, _Waiter, run_request_bytes
+    from nnrt.client.core.driver import DriverClient, _Waiter, run_request_bytes
     from nnrt.protos import hdi_pb2 as pb
     from nnrt.common import session_channel as channel
     from tests.helpers.hdi_models import add_model, io

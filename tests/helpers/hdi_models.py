@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nnrt.client.demo import mlp_weights, numpy_mlp
-from nnrt.client.hdi import DriverClient
+from nnrt.client.core.driver import DriverClient
 from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na

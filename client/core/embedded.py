@@ -57,7 +57,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from nnrt.client.hdi import DriverClient, DriverGone
+from .driver import DriverClient, DriverGone
 from nnrt.common.runtime_dir import (
     GRPC_SUFFIX,
     LOCK_SUFFIX,

@@ -15,8 +15,8 @@ socket bound by that same uid; otherwise `UntrustedDriver` (a DriverGone) says w
 gRPC socket cannot be checked by peer credentials from here (gRPC connects it), hence the
 owner check: in a trusted directory only trusted users can bind it.
 
-Buffers come back as `SharedMemory`: the client's own mapping of the driver's memfd, plus
-the fd, valid as long as the client keeps it, whatever happens to the driver.
+Buffers come back as `SharedMemory` (buffer.py): the client's own mapping of the driver's
+memfd, plus the fd, valid as long as the client keeps it, whatever happens to the driver.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import array
 import itertools
 import logging
 import math
-import mmap
 import os
 import socket
 import stat
@@ -36,7 +35,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import grpc
-import numpy as np
 from google.protobuf import empty_pb2
 
 from nnrt.protos import hdi_pb2 as pb
@@ -44,7 +42,10 @@ from nnrt.protos import hdi_pb2_grpc as rpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
 from nnrt.common import session_channel as channel
-from nnrt.common.errors import NNRT_SUCCESS
+from nnrt.common.errors import NNRT_SUCCESS, code_name
+
+from .buffer import SharedMemory
+from .errors import DriverGone, UntrustedDriver
 from nnrt.common.runtime_dir import (SERVICE_USER_ENV, UnsafeRuntimeDir, check_runtime_dir,
                                      grpc_socket, runtime_dir, session_socket, trusted_uids)
 
@@ -163,15 +164,6 @@ def _receive_into(sock: socket.socket, buffer: bytearray) -> tuple[int | None, l
     return size, list(fds)
 
 
-class DriverGone(ConnectionError):
-    """The driver cannot be reached: it died, stopped, or never answered."""
-
-
-class UntrustedDriver(DriverGone):
-    """The driver is refused before anything is sent to it: its runtime directory cannot be
-    trusted, or it is served by a process of a user we do not trust (SO_PEERCRED)."""
-
-
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
@@ -192,124 +184,6 @@ def _check_peer(sock: socket.socket, session_path: Path, grpc_path: Path) -> Non
         raise UntrustedDriver(
             f"refusing driver {grpc_path}: not a socket bound by the session's uid {uid} "
             f"(mode {st.st_mode:o}, owner uid {st.st_uid}); nothing was sent to it")
-
-
-class BufferNotShared(RuntimeError):
-    """A driver refused to take a memfd into its session (`code`: its return code)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"{message}: {code}")
-        self.code = code
-
-
-class SharedMemory:
-    """The client's mapping of one driver buffer (`bufferId` in this session)."""
-
-    def __init__(self, buffer_id: int, fd: int, size: int) -> None:
-        self.buffer_id = buffer_id
-        self.fd = fd
-        self.size = size
-        self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        self.closed = False
-        # The session `buffer_id` belongs to (set by the DriverClient that made this memory;
-        # None: unknown), and the ids of the same pages registered in later sessions.
-        self.client: DriverClient | None = None
-        self._elsewhere: dict[DriverClient, tuple[int, int]] = {}
-        self._elsewhere_lock = threading.Lock()
-        self._given_back = False  # release_in_sessions ran
-
-    def view(self, offset: int = 0, length: int | None = None) -> memoryview:
-        """A writable view of the shared pages themselves (no copy)."""
-        end = self.size if length is None else offset + length
-        return memoryview(self._map)[offset:end]
-
-    def array(self, dtype, shape: Sequence[int], offset: int = 0) -> np.ndarray:
-        """A numpy array over the shared pages (no copy)."""
-        count = int(np.prod(shape, dtype=np.int64))
-        return np.frombuffer(self._map, dtype=dtype, count=count, offset=offset).reshape(shape)
-
-    def descriptor(self, offset: int = 0, length: int | None = None) -> ht.SharedBuffer:
-        """The wire form of a window of this buffer."""
-        size = self.size - offset if length is None else length
-        return ht.SharedBuffer(bufferId=self.buffer_id, bufferSize=self.size, offset=offset,
-                               dataSize=size)
-
-    # -- the same pages in other sessions (a driver restarted) ----------------------------
-
-    def buffer_in(self, client: DriverClient) -> tuple[int, int]:
-        """(bufferId, bufferSize) of these pages in `client`'s session.
-
-        In the session that made this memory, its own id. In any other (a new process of the
-        same driver after a crash), the memfd is registered there once, on first use, and
-        that id is kept for the session's lifetime; the client's mapping never changes, so
-        the bytes written before are what the driver sees. DriverGone if the driver cannot
-        be reached; BufferNotShared if it refuses the fd.
-        """
-        if self.client is None or self.client is client:
-            return self.buffer_id, self.size
-        with self._elsewhere_lock:
-            for other in [c for c in self._elsewhere if not c.alive]:
-                del self._elsewhere[other]  # that session has ended, and its id with it
-            known = self._elsewhere.get(client)
-            if known is not None:
-                return known
-            if self.closed:
-                raise BufferNotShared(ht.NNRT_INVALID_BUFFER, "the memory is closed")
-            code, buffer_id, size = client.import_fd(self.fd)
-            if code != NNRT_SUCCESS:
-                raise BufferNotShared(code, f"driver {client.grpc_path.name} refused the memfd")
-            self._elsewhere[client] = (buffer_id, size)
-            log.info("buffer %d of session %s registered again as buffer %d of session %s",
-                     self.buffer_id, self.client.session_id, buffer_id, client.session_id)
-            return buffer_id, size
-
-    def descriptor_in(self, client: DriverClient, offset: int = 0,
-                      length: int | None = None) -> ht.SharedBuffer:
-        """`descriptor()` for `client`'s session (registering the memfd there if needed)."""
-        buffer_id, size = self.buffer_in(client)
-        data_size = size - offset if length is None else length
-        return ht.SharedBuffer(bufferId=buffer_id, bufferSize=size, offset=offset,
-                               dataSize=data_size)
-
-    def sessions(self) -> list[DriverClient]:
-        """The live sessions that know these pages (the one that made them first)."""
-        with self._elsewhere_lock:
-            others = list(self._elsewhere)
-        every = ([self.client] if self.client is not None else []) + others
-        return [c for c in every if c.alive]
-
-    def release_in_sessions(self) -> None:
-        """ReleaseBuffer in every live session that knows these pages (the one that made them
-        and any registered later); sessions that have ended need nothing. Once; never raises."""
-        with self._elsewhere_lock:
-            if self._given_back:
-                return
-            self._given_back = True
-            others, self._elsewhere = list(self._elsewhere.items()), {}
-        origin = self.client
-        targets = [(origin, self.buffer_id, self.size)] if origin is not None else []
-        targets += [(c, bid, size) for c, (bid, size) in others]
-        for client, buffer_id, size in targets:
-            if not client.alive:
-                continue
-            try:
-                reply = client.release_buffer(ht.SharedBuffer(bufferId=buffer_id, bufferSize=size,
-                                                              offset=0, dataSize=size))
-            except DriverGone:
-                continue
-            if reply.returnCode != NNRT_SUCCESS:
-                log.warning("ReleaseBuffer %d failed: %s", buffer_id, reply.returnCode)
-
-    def close(self) -> None:
-        """Unmap and close the fd (the driver side is released separately)."""
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            self._map.close()
-        except BufferError:
-            log.warning("buffer %d still viewed at close; unmapped when the views go", self.buffer_id)
-        os.close(self.fd)
 
 
 class DriverClient:
@@ -577,6 +451,39 @@ class DriverClient:
         return self._call(self.device.ReleaseBuffer, pb.ReleaseBufferRequest(buffer=buffer))
 
     # -- IPreparedModel -----------------------------------------------------------------------
+
+    def fetch_bytes(self, buffer: ht.SharedBuffer) -> bytes | None:
+        """The bytes of a window of a driver-owned buffer of this session (an exported cache blob).
+
+        What `allocate_buffer` does after its RPC: fetch the memfd over the session channel, map
+        it, copy the window out, unmap. None (logged) when that fails.
+        """
+        if buffer.offset + buffer.dataSize > buffer.bufferSize:
+            log.warning("driver buffer %d: window [%d, +%d) outside %d bytes", buffer.bufferId,
+                        buffer.offset, buffer.dataSize, buffer.bufferSize)
+            return None
+        answer, fds = self._session_request({"op": "fetch", "bufferId": buffer.bufferId})
+        if answer.get("returnCode") != NNRT_SUCCESS or len(fds) != 1:
+            channel.close_fds(fds)
+            log.warning("fetching driver buffer %d failed: %s", buffer.bufferId,
+                        code_name(answer.get("returnCode", -1)))
+            return None
+        if buffer.bufferSize == 0:
+            channel.close_fds(fds)
+            return b""
+        try:
+            memory = SharedMemory(buffer.bufferId, fds[0], buffer.bufferSize)
+        except (OSError, ValueError) as exc:
+            channel.close_fds(fds)
+            log.warning("mapping driver buffer %d failed: %s", buffer.bufferId, exc)
+            return None
+        try:
+            view = memory.view(buffer.offset, buffer.dataSize)
+            data = bytes(view)
+            view.release()
+            return data
+        finally:
+            memory.close()
 
     def prepared_model_version(self, model_id: int) -> pb.VersionReply:
         return self._call(self.prepared.GetVersion, pb.PreparedModelRef(preparedModelId=model_id))

@@ -18,7 +18,7 @@ Decisions:
   when the driver dies that connection is dropped, and the next `client()` call reconnects
   if a driver of the same identity serves again (checked on the session itself).
 * **Which runtime directory** (`DeviceRegistry.choose_directory()`): chosen once per registry by
-  client/embedded.py's rules: the configured one, or the private directory of embedded
+  client/core/embedded.py's rules: the configured one, or the private directory of embedded
   default drivers when the configured one shows no sign of a driver or device manager.
 """
 
@@ -35,8 +35,8 @@ from pathlib import Path
 
 import grpc
 from google.protobuf import empty_pb2
-from nnrt.client.embedded import EmbeddedDrivers, embedded_disabled, find_or_start
-from nnrt.client.hdi import DriverClient, DriverGone
+from .embedded import EmbeddedDrivers, embedded_disabled, find_or_start
+from .driver import DriverClient, DriverGone
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_pb2_grpc
 from nnrt.common.errors import NNRT_SUCCESS
@@ -178,13 +178,13 @@ class DeviceRegistry:
         self._devices: dict[str, Device] = {}  # by driver socket name
         self._lock = threading.Lock()
         self._embedded: EmbeddedDrivers | None = None
-        self._chosen: Path | None = None  # the directory chosen once (client/embedded.py)
+        self._chosen: Path | None = None  # the directory chosen once (client/core/embedded.py)
         self._embedding = threading.Lock()
 
     def choose_directory(self) -> Path:
         """The runtime directory in force, chosen once — and for the environment's default
         one with no driver in it, the embedded default drivers STARTED here, in a private
-        directory, for this process (client/embedded.py; NNRT_NO_EMBEDDED=1 switches that
+        directory, for this process (client/core/embedded.py; NNRT_NO_EMBEDDED=1 switches that
         off). A method, not a property: it may start processes.
 
         On first use it may wait, bounded, for a driver or device manager that is starting;
