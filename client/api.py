@@ -52,6 +52,7 @@ from nnrt.client.capi.enums import (
 from nnrt.client.capi.operation_table import OPERATIONS, ParamSpec
 from nnrt.client.capi.tensor import io_bytes
 from nnrt.client.core import execution
+from nnrt.client.core.device import find_device, registry
 from nnrt.client.core.errors import InvalidParameter, NNRtError
 from nnrt.client.core.execution import OutputsTooSmall
 from nnrt.client.core.prepared_model import DimRanges
@@ -168,29 +169,11 @@ def list_devices() -> list[DeviceInfo]:
 
 
 def _device_id(device: int | str | OH_NN_DeviceType | DeviceInfo | None) -> int:
-    """A device ID from an ID, a name (full, or its device-name part, or a type such as
-    "cpu"), an OH_NN_DeviceType, a DeviceInfo, or None (the first device)."""
-    if device is None:
-        return 0
+    """The ID of the device an ID, a name, a type, a DeviceInfo or None (the first) names,
+    by the core's rules (core/device.py `find_device`, as the CLI's --device)."""
     if isinstance(device, DeviceInfo):
         return device.id
-    found = list_devices()
-    if isinstance(device, OH_NN_DeviceType):
-        match = [d for d in found if d.type == device]
-    elif isinstance(device, int) and not isinstance(device, bool):
-        match = [d for d in found if d.id == device]
-    elif isinstance(device, str):
-        wanted = device.lower()
-        match = [d for d in found if d.name.lower() == wanted] or \
-            [d for d in found if d.name.lower().split("_")[0] in (wanted, f"nnrt-{wanted}")] or \
-            [d for d in found if d.type.name.lower() == f"oh_nn_{wanted}"]
-    else:
-        raise TypeError(f"device must be an ID, a name or an OH_NN_DeviceType, not {device!r}")
-    if not match:
-        names = ", ".join(d.name for d in found) or "none"
-        raise NNRtError(OH_NN_ReturnCode.OH_NN_FAILED,
-                        f"no device {device!r} (devices: {names})")
-    return match[0].id
+    return find_device(registry().devices(), device).id
 
 
 # -- shapes ----------------------------------------------------------------------------------------

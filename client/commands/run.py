@@ -56,7 +56,8 @@ from nnrt.common.hdi_model import IODesc, LoweredModel
 from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK,
                                          EXIT_UNREACHABLE, EXIT_USAGE, add_common_arguments,
                                          print_json, say, table)
-from nnrt.client.core.device import Device, DeviceRegistry
+from nnrt.client.core.device import Device, DeviceRegistry, find_device
+from nnrt.client.core.errors import DeviceNotFound
 from nnrt.client.core.embedded import DISABLE_ENV, embedded_disabled, find_or_start
 from nnrt.client.core.driver import DriverClient, DriverGone
 from nnrt.client.core.buffer import SharedMemory
@@ -306,22 +307,12 @@ class Target:
 
 
 def select_device(devices: Sequence[Device], wanted: str | None) -> Device:
-    """By ID, full name, device-name part, driver name or type; None: the first."""
-    if wanted is None:
-        return devices[0]
-    key = wanted.strip().lower()
-    if key.isdigit():
-        match = [d for d in devices if d.id == int(key)]
-    else:
-        match = [d for d in devices if d.name.lower() == key] or \
-            [d for d in devices if d.device_name.lower() in (key, f"nnrt-{key}")] or \
-            [d for d in devices if d.driver.lower() == key] or \
-            [d for d in devices if ht.DeviceType.Name(d.hdi_device_type).lower() == key
-             if d.hdi_device_type in ht.DeviceType.values()]
-    if not match:
-        names = ", ".join(f"{d.name} ({d.id})" for d in devices)
-        raise CommandError(EXIT_UNREACHABLE, f"no device {wanted!r} (devices: {names})")
-    return match[0]
+    """By the core's rules (core/device.py `find_device`): ID, full name, device-name part,
+    driver name or type; None: the first. Exit 3 when none matches."""
+    try:
+        return find_device(devices, wanted)
+    except DeviceNotFound as exc:
+        raise CommandError(EXIT_UNREACHABLE, exc.message) from None
 
 
 @contextlib.contextmanager

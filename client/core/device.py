@@ -30,17 +30,23 @@ import logging
 import socket
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 from pathlib import Path
+from typing import Any
 
 import grpc
 from google.protobuf import empty_pb2
-from .embedded import EmbeddedDrivers, embedded_disabled, find_or_start
-from .driver import DriverClient, DriverGone
-from nnrt.protos import hdi_pb2 as pb
-from nnrt.protos import hdi_pb2_grpc
+
 from nnrt.common.errors import NNRT_SUCCESS
 from nnrt.common.runtime_dir import driver_names, grpc_socket, runtime_dir, trusted_uids
+from nnrt.protos import hdi_pb2 as pb
+from nnrt.protos import hdi_pb2_grpc
+
+from .driver import DriverClient, DriverGone
+from .embedded import EmbeddedDrivers, embedded_disabled, find_or_start
+from .errors import DeviceNotFound
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +279,52 @@ class DeviceRegistry:
         if embedded is not None:
             embedded.stop()
 
+
+def find_device(devices: Sequence[Device], wanted: Any) -> Device:
+    """The device `wanted` names, by the one set of rules every front end uses (the C API's
+    IDs aside, which are IDs only):
+
+    * None: the first device;
+    * a Device, or anything with an `id` (the Pythonic API's DeviceInfo): that device;
+    * a device type enum (OH_NN_DeviceType, HDI DeviceType; same values): the first of that
+      type;
+    * an int, or a string of digits: the device of that ID;
+    * a string, case-insensitive, tried in turn as the full name (`nnrt-cpu_nnrt_v2_1`), the
+      device-name part (`nnrt-cpu`, or `cpu` for it), the driver's socket name (`flaky`),
+      the type (`cpu`, `gpu`, `accelerator`, `other`; `oh_nn_cpu` too).
+
+    DeviceNotFound (OH_NN_FAILED) names the devices there are; TypeError for anything else.
+    """
+    if not devices:
+        raise DeviceNotFound(f"no device {wanted!r}: no driver answers" if wanted is not None
+                             else "no device: no driver answers")
+    if wanted is None:
+        return devices[0]
+    if isinstance(wanted, IntEnum):
+        match = [d for d in devices if d.hdi_device_type == int(wanted)]
+    elif hasattr(wanted, "id") and not isinstance(wanted, (int, str)):
+        match = [d for d in devices if d.id == wanted.id]
+    elif isinstance(wanted, int) and not isinstance(wanted, bool):
+        match = [d for d in devices if d.id == wanted]
+    elif isinstance(wanted, str):
+        key = wanted.strip().lower()
+        if key.isdigit():
+            match = [d for d in devices if d.id == int(key)]
+        else:
+            kind = key.removeprefix("oh_nn_").removesuffix("s")  # OH_NN_OTHERS: other
+            match = [d for d in devices if d.name.lower() == key] or \
+                [d for d in devices if d.device_name.lower() in (key, f"nnrt-{key}")] or \
+                [d for d in devices if d.driver.lower() == key] or \
+                [d for d in devices if _TYPE_NAMES.get(d.hdi_device_type) == kind]
+    else:
+        raise TypeError(f"a device is named by an ID, a name or a device type, not {wanted!r}")
+    if not match:
+        names = ", ".join(f"{d.name} (ID {d.id}, driver {d.driver})" for d in devices)
+        raise DeviceNotFound(f"no device {wanted!r} (devices: {names})")
+    return match[0]
+
+
+_TYPE_NAMES = {0: "other", 1: "cpu", 2: "gpu", 3: "accelerator"}  # HDI DeviceType values
 
 _registry: DeviceRegistry | None = None
 _registry_lock = threading.Lock()

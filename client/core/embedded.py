@@ -68,7 +68,9 @@ from nnrt.common.runtime_dir import (
     stale_socket,
 )
 
-log = logging.getLogger(__name__)
+# Not under `nnrt.client`, whose loggers print nothing unless the application configures
+# logging: that a child process was started for the application must be said anyway.
+log = logging.getLogger("nnrt.embedded")
 
 DEFAULT_KINDS = ("cpu",)
 DISABLE_ENV = "NNRT_NO_EMBEDDED"

@@ -23,7 +23,7 @@ from typing import Any
 
 __all__ = ["OH_NN_ReturnCode", "NNRtError", "Failed", "InvalidParameter", "OutOfMemory",
            "OperationForbidden", "NullPointer", "InvalidFile", "InvalidPath", "RunTimeout",
-           "Unsupported", "ConnectionLost", "SaveCacheFailed", "DynamicShape",
+           "Unsupported", "ConnectionLost", "SaveCacheFailed", "DynamicShape", "DeviceNotFound",
            "DeviceUnavailable", "error_class", "DriverGone", "UntrustedDriver"]
 
 
@@ -91,6 +91,10 @@ def _rebuild(code: int, message: str, reason: str) -> NNRtError:
 
 class Failed(NNRtError):
     code_value = OH_NN_ReturnCode.OH_NN_FAILED
+
+
+class DeviceNotFound(Failed, LookupError):
+    """No device matches what was asked for (core/device.py `find_device`)."""
 
 
 class InvalidParameter(NNRtError, ValueError):
