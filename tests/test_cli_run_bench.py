@@ -345,8 +345,10 @@ def test_failures_exit_1(runtime_dir, saved, tmp_path):
     finally:
         driver.stop()
     assert proc.returncode == 1, proc.stderr
-    assert "device nnrt-cpu_nnrt_v2_1 refused the model: PrepareModel failed: " \
-           "NNRT_UNSUPPORTED_OP" in proc.stderr
+    # the driver's reason, per node, reaches the command line
+    assert "device nnrt-cpu_nnrt_v2_1 refused the model: cannot run operations [0] (1 answers " \
+           "for 1 nodes): node 0 (add_fusion:0): inputs of mixed dtypes ['float32', 'int32']" \
+           in proc.stderr
     assert slow.returncode == 1, slow.stderr
     assert "the run did not finish within 300 ms" in slow.stderr
     assert not (tmp_path / "out").exists()

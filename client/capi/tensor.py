@@ -100,6 +100,13 @@ class NN_Tensor(Handle):
         self.release = weakref.finalize(self, _release, client, memory)
         self.release.atexit = False  # at exit the session ends, and its buffers with it
 
+    def take_shape(self, shape: list[int]) -> None:
+        """An output's shape after a run: written into its descriptor (capi.md 1.46)."""
+        with self.lock:
+            desc = self.desc
+            if desc.shape != shape:  # (the same shape as last run: nothing to write)
+                desc.shape = list(shape)
+
     def __repr__(self) -> str:
         if self.destroyed:
             return "<NN_Tensor destroyed>"

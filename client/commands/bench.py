@@ -42,7 +42,7 @@ from nnrt.common.hdi_model import LoweredModel
 from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
                                          non_negative_int, positive_float, print_json, say)
 from nnrt.client.commands.run import (CommandError, Prepared, RunSlot, _positive_int,
-                                      add_model_arguments, check_dim_ranges, check_inputs,
+                                      add_model_arguments, check_inputs,
                                       describe_io, finish, load_inputs, load_model, open_device)
 
 DEFAULT_RUNS = 100
@@ -233,7 +233,7 @@ def _bench(args: argparse.Namespace) -> int:
         prepared = Prepared(target, lowered, float16=args.float16)
         slots: list[RunSlot] = []
         try:
-            check_dim_ranges(lowered, arrays, prepared.ranges)
+            prepared.check_dim_ranges(arrays)
             first = RunSlot(prepared, arrays)
             slots.append(first)
             shapes = first.run(args.timeout)  # sizes the outputs (dynamic shapes)

@@ -51,24 +51,26 @@ from typing import Any
 
 import numpy as np
 
-from nnrt.common import model_file
-from nnrt.common.hdi_model import IODesc, LoweredModel
 from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK,
                                          EXIT_UNREACHABLE, EXIT_USAGE, add_common_arguments,
                                          print_json, say, table)
-from nnrt.client.core.device import Device, DeviceRegistry, find_device
-from nnrt.client.core.errors import DeviceNotFound
-from nnrt.client.core.embedded import DISABLE_ENV, embedded_disabled, find_or_start
-from nnrt.client.core.driver import DriverClient, DriverGone
+from nnrt.client.core import execution
 from nnrt.client.core.buffer import SharedMemory
-from nnrt.common.hdi_model import PrepareError
-from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.common.errors import NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, code_name
+from nnrt.client.core.compiler import check_capabilities, compile_model
+from nnrt.client.core.device import Device, DeviceRegistry, find_device
+from nnrt.client.core.driver import DriverClient, DriverGone
+from nnrt.client.core.embedded import DISABLE_ENV, embedded_disabled, find_or_start
+from nnrt.client.core.errors import DeviceNotFound, NNRtError, RunTimeout
+from nnrt.client.core.execution import Binding, OutputsTooSmall, describe_binding
+from nnrt.client.core.prepared_model import DimRanges, PreparedModel
+from nnrt.common import model_file
+from nnrt.common.errors import NNRT_SUCCESS, code_name
+from nnrt.common.hdi_model import IODesc, LoweredModel
 from nnrt.common.runtime_dir import ENV as RUNTIME_ENV
 from nnrt.common.runtime_dir import driver_names, runtime_dir
+from nnrt.protos import hdi_types_pb2 as ht
 
 DEFAULT_TIMEOUT_MS = 60_000
-DYNAMIC_OUTPUT_GUESS = 1 << 16  # bytes for an output of unknown size; grown when too small
 
 
 class CommandError(Exception):
@@ -247,19 +249,6 @@ def check_inputs(lowered: LoweredModel, arrays: Sequence[np.ndarray],
     return checked
 
 
-def check_dim_ranges(lowered: LoweredModel, arrays: Sequence[np.ndarray],
-                     ranges: tuple[list[list[int]], list[list[int]]] | None) -> None:
-    """Dynamic dimensions against the device's GetInputDimRanges (exit 2 outside them)."""
-    if ranges is None:
-        return
-    for i, (desc, array, lows, highs) in enumerate(zip(lowered.inputs, arrays, *ranges)):
-        for axis, (d, low, high) in enumerate(zip(array.shape, lows, highs)):
-            if not low <= d <= high:
-                raise CommandError(EXIT_USAGE, f"input {i} ({desc.name!r}): dimension {axis} "
-                                               f"is {d}, outside the device's range "
-                                               f"[{low}, {high}]")
-
-
 def output_file_names(descs: Sequence[IODesc]) -> list[str]:
     """`<name>.npy` per output: names sanitised for a file system, made unique."""
     names, used = [], set()
@@ -352,32 +341,40 @@ def open_device(args: argparse.Namespace) -> Iterator[Target]:
 
 
 class Prepared:
-    """A model prepared on the target's device (released by `close`)."""
+    """A model compiled on the target's device by the core (client/core/compiler.py), run as
+    a core PreparedModel; released by `close`."""
 
     def __init__(self, target: Target, lowered: LoweredModel, *, float16: bool = False) -> None:
         self.target = target
         self.client = target.client
         self.lowered = lowered
-        if float16:
-            reply = self.client.is_float16_precision_supported()
-            if reply.returnCode != NNRT_SUCCESS or not reply.isSupported:
-                raise CommandError(EXIT_FAILURE, f"device {target.device.name} does not "
-                                                 "support float16 precision")
+        device = target.device
         started = time.perf_counter()
         try:
-            self.model_id = lowered.hdi.prepare(self.client, ht.ModelConfig(enableFloat16=float16))
-        except PrepareError as exc:
-            raise CommandError(EXIT_FAILURE, f"device {target.device.name} refused the model: "
-                                             f"{exc}") from None
+            check_capabilities(device, self.client, float16=float16)
+            self.built = compile_model(device, self.client, ht.ModelConfig(enableFloat16=float16),
+                                       lowered, recoverable=False)
+        except DriverGone as exc:
+            raise CommandError(EXIT_FAILURE, f"device {device.name}: {exc}") from None
+        except NNRtError as exc:
+            why = exc.message.removeprefix(f"device {device.name} ")  # named once
+            raise CommandError(EXIT_FAILURE, f"device {device.name} refused the model: {why}") \
+                from None
         self.prepare_ms = (time.perf_counter() - started) * 1000
-        reply = self.client.get_input_dim_ranges(self.model_id)
-        self.ranges = None
-        if reply.returnCode == NNRT_SUCCESS and len(reply.minInputDims) == len(lowered.inputs):
-            self.ranges = ([list(a.values) for a in reply.minInputDims],
-                           [list(a.values) for a in reply.maxInputDims])
+        self.model = PreparedModel(self.built, self.client)
         self.in_tensors = [lowered.hdi.tensors[i] for i in lowered.hdi.inputs]
         self.out_tensors = [lowered.hdi.tensors[i] for i in lowered.hdi.outputs]
         self.out_dtypes = [model_file.dtype_of(d) for d in lowered.outputs]
+
+    def check_dim_ranges(self, arrays: Sequence[np.ndarray]) -> None:
+        """Dynamic dimensions against the device's GetInputDimRanges (exit 2 outside them)."""
+        ranges = self.model.dim_ranges()
+        if ranges.status != DimRanges.OK or len(ranges.mins) != len(arrays):
+            return
+        for i, (desc, array) in enumerate(zip(self.lowered.inputs, arrays)):
+            why = ranges.violation(i, array.shape)
+            if why is not None:
+                raise CommandError(EXIT_USAGE, f"input {i} ({desc.name!r}): {why}")
 
     def allocate(self, size: int) -> SharedMemory:
         code, memory = self.client.allocate_buffer(max(size, 1))
@@ -386,25 +383,16 @@ class Prepared:
                                              f"{code_name(code)}")
         return memory
 
-    def output_guess(self, arrays: Sequence[np.ndarray]) -> list[int]:
-        """Output buffer sizes: exact for static outputs, a guess for dynamic ones (a run
-        that finds one too small is repeated with the sizes the driver reports)."""
-        # The usual dynamic dimension is a batch: the outputs' grow as the inputs' do.
-        scale = max((math.prod(n for n, d in zip(a.shape, desc.shape) if d < 0)
-                     for a, desc in zip(arrays, self.lowered.inputs)), default=1)
-        sizes = []
-        for desc, dtype in zip(self.lowered.outputs, self.out_dtypes):
-            static = math.prod(d for d in desc.shape if d >= 0) * dtype.itemsize
-            if all(d >= 0 for d in desc.shape):
-                sizes.append(static)
-            else:
-                sizes.append(max(DYNAMIC_OUTPUT_GUESS, static * scale))
-        return sizes
+    def output_sizes(self) -> list[int]:
+        """Output buffer sizes to start from: exact for static outputs, one element for a
+        dynamic one (a run that finds one too small is made again with outputs of the shapes
+        the driver reports)."""
+        return [max(1, math.prod(d for d in desc.shape if d >= 0)) * dtype.itemsize
+                for desc, dtype in zip(self.lowered.outputs, self.out_dtypes)]
 
     def close(self) -> None:
-        if self.client.alive:
-            with contextlib.suppress(DriverGone):
-                self.client.release_prepared_model(self.model_id)
+        self.model.close()
+        self.built.release()
 
 
 class RunSlot:
@@ -419,12 +407,11 @@ class RunSlot:
             memory = self._allocate(array.nbytes)
             if array.nbytes:
                 memory.view(0, array.nbytes)[:] = array.reshape(-1).view(np.uint8)
-            self.inputs.append(ht.IOTensor(
-                name=tensor.name, dataType=tensor.dataType, dimensions=list(array.shape),
-                format=tensor.format, data=memory.descriptor(0, array.nbytes)))
+            self.inputs.append(Binding(memory, tensor.name, tensor.dataType, list(array.shape),
+                                       tensor.format, array.nbytes))
         self.out_memories: list[SharedMemory] = []
-        self.outputs: list[ht.IOTensor] = []
-        self._make_outputs(output_sizes or prepared.output_guess(arrays))
+        self.outputs: list[Binding] = []
+        self._make_outputs(output_sizes or prepared.output_sizes())
 
     def _allocate(self, size: int) -> SharedMemory:
         memory = self.prepared.allocate(size)
@@ -433,42 +420,35 @@ class RunSlot:
 
     def _make_outputs(self, sizes: Sequence[int]) -> None:
         self.out_memories = [self._allocate(size) for size in sizes]
-        self.outputs = [
-            ht.IOTensor(name=t.name, dataType=t.dataType, dimensions=list(t.dims),
-                        format=t.format, data=m.descriptor())
-            for t, m in zip(self.prepared.out_tensors, self.out_memories)]
+        self.outputs = [Binding(m, t.name, t.dataType, list(t.dims), t.format)
+                        for t, m in zip(self.prepared.out_tensors, self.out_memories)]
 
     @property
     def output_sizes(self) -> list[int]:
         return [m.size for m in self.out_memories]
 
     def run(self, timeout_ms: int) -> list[list[int]]:
-        """One Run; the output shapes. Outputs too small (dynamic shapes) are grown and the
-        run repeated once. CommandError (exit 1) when the run fails or times out."""
-        reply = self._run(timeout_ms)
-        count = len(self.outputs)
-        if reply.returnCode == NNRT_INSUFFICIENT_BUFFER and len(reply.outputDims) == count:
-            sizes = [math.prod(d.values) * dt.itemsize
-                     for d, dt in zip(reply.outputDims, self.prepared.out_dtypes)]
+        """One run by the core; the output shapes. Outputs too small (dynamic shapes) are
+        made the size of the shapes the driver reports and the run made again, once.
+        CommandError (exit 1) when the run fails or times out, with the driver's reason."""
+        try:
+            try:
+                return self._run(timeout_ms)
+            except OutputsTooSmall as exc:
+                sizes = [math.prod(s) * dt.itemsize
+                         for s, dt in zip(exc.shapes, self.prepared.out_dtypes)]
             self._release(self.out_memories)
             self._make_outputs(sizes)
-            reply = self._run(timeout_ms)
-        if reply.returnCode != NNRT_SUCCESS:
-            raise CommandError(EXIT_FAILURE, f"Run failed: {code_name(reply.returnCode)}")
-        if len(reply.outputDims) == count:
-            return [list(d.values) for d in reply.outputDims]
-        return [list(d.shape) for d in self.prepared.lowered.outputs]
-
-    def _run(self, timeout_ms: int):
-        prepared = self.prepared
-        try:
-            return prepared.client.run(prepared.model_id, self.inputs, self.outputs,
-                                       timeout=timeout_ms / 1000)
-        except TimeoutError:
+            return self._run(timeout_ms)
+        except RunTimeout:
             raise CommandError(EXIT_FAILURE, f"the run did not finish within {timeout_ms} ms") \
                 from None
-        except DriverGone as exc:
-            raise CommandError(EXIT_FAILURE, str(exc)) from None
+        except NNRtError as exc:
+            raise CommandError(EXIT_FAILURE, exc.message) from None
+
+    def _run(self, timeout_ms: int) -> list[list[int]]:
+        return execution.run(self.prepared.model, self.inputs, self.outputs, timeout_ms / 1000,
+                             describe_binding)
 
     def read_outputs(self, shapes: Sequence[Sequence[int]]) -> list[np.ndarray]:
         return [m.array(dtype, shape).copy()
@@ -525,7 +505,7 @@ def _run(args: argparse.Namespace) -> int:
     with open_device(args) as target:
         prepared = Prepared(target, lowered, float16=args.float16)
         try:
-            check_dim_ranges(lowered, arrays, prepared.ranges)
+            prepared.check_dim_ranges(arrays)
             slot = RunSlot(prepared, arrays)
             try:
                 started = time.perf_counter()

@@ -139,8 +139,9 @@ def check_supported(client: DriverClient, device: Device, model: mt.Model) -> No
 
 
 def compile_model(device: Device, client: DriverClient, config: ht.ModelConfig,
-             lowered: LoweredModel) -> BuiltModel:
-    """GetSupportedOperation + PrepareModel, the constants packed once for both."""
+                  lowered: LoweredModel, *, recoverable: bool = True) -> BuiltModel:
+    """GetSupportedOperation + PrepareModel, the constants packed once for both; with
+    `recoverable`, the model cache kept for preparing again after a driver restart."""
     try:
         with lowered.hdi.packed(client) as model:
             # GetSupportedOperation knows no ModelConfig: a device that runs float32 models
@@ -154,8 +155,9 @@ def compile_model(device: Device, client: DriverClient, config: ht.ModelConfig,
     if reply.returnCode != NNRT_SUCCESS:
         raise prepare_failed("PrepareModel", device, reply.returnCode, reply.reason)
     built = built_model(device, client, reply.preparedModelId, lowered.inputs, lowered.outputs,
-                   config, lowered, "model", None, None)
-    keep_cache(client, built)
+                        config, lowered, "model", None, None)
+    if recoverable:
+        keep_cache(client, built)
     return built
 
 

@@ -33,13 +33,14 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from .driver import DriverClient, DriverGone
-
-from .buffer import BufferNotShared
 from nnrt.common.errors import NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, code_name
+from nnrt.protos import hdi_types_pb2 as ht
 
+from .buffer import BufferNotShared, SharedMemory
+from .driver import DriverClient, DriverGone
 from .errors import (ConnectionLost, DeviceUnavailable, Failed, InvalidParameter, NNRtError,
                      OH_NN_ReturnCode, RunTimeout)
 from .prepared_model import PreparedModel
@@ -62,6 +63,41 @@ class OutputsTooSmall(DeviceUnavailable):
     def __init__(self, message: str, shapes: list[list[int]], *, reason: str = "") -> None:
         super().__init__(message, reason=reason)
         self.shapes = shapes
+
+
+@dataclass(eq=False)
+class Binding:
+    """A tensor of a run: a window of shared memory and what the driver must know of it
+    (the HDI IOTensor), described for whichever driver session runs it — after a driver
+    restart the memfd is registered with the new session (`SharedMemory.descriptor_in`)."""
+
+    memory: SharedMemory
+    name: str
+    data_type: int  # HDI DataType
+    dims: list[int]
+    format: int  # HDI Format
+    length: int | None = None  # bytes from offset 0; None: the whole buffer
+    shape: list[int] | None = None  # an output's, as the driver reported it after a run
+    _wire: tuple[DriverClient, bytes] | None = field(default=None, repr=False)
+
+    def take_shape(self, shape: Sequence[int]) -> None:
+        self.shape = list(shape)
+
+    def describe(self, client: DriverClient) -> bytes:
+        """The serialized IOTensor in `client`'s session (kept while the session is)."""
+        wire = self._wire
+        if wire is not None and wire[0] is client:
+            return wire[1]
+        data = ht.IOTensor(name=self.name, dataType=self.data_type, dimensions=self.dims,
+                           format=self.format,
+                           data=self.memory.descriptor_in(client, 0, self.length)
+                           ).SerializeToString()
+        self._wire = (client, data)
+        return data
+
+
+def describe_binding(binding: Binding, client: DriverClient) -> bytes:
+    return binding.describe(client)
 
 
 def output_shapes(reply: Any, output_count: int) -> list[list[int]]:

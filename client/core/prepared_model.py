@@ -235,13 +235,11 @@ class PreparedModel:
 
     def store_output_shapes(self, outputs: Sequence[Any] | None,
                             shapes: Sequence[Sequence[int]]) -> None:
-        """Write the driver's output shapes into the output tensors and the executor."""
+        """Keep the driver's output shapes, and give each output tensor its own
+        (`tensor.take_shape(shape)`: every front end's tensor type has it)."""
         if outputs is not None:
             for tensor, shape in zip(outputs, shapes):
-                with tensor.lock:
-                    desc = tensor.desc
-                    if desc.shape != shape:  # (the same shape as last run: nothing to write)
-                        desc.shape = list(shape)
+                tensor.take_shape(shape)
         with self.lock:
             self.output_shapes = [list(s) for s in shapes]
 
