@@ -50,6 +50,7 @@ from nnrt.client.capi.enums import (
     OH_NN_ReturnCode,
 )
 from nnrt.client.capi.operation_table import OPERATIONS, ParamSpec
+from nnrt.client.capi._objects import last_failure
 from nnrt.client.capi.tensor import io_bytes
 from nnrt.client.core import execution
 from nnrt.client.core.device import find_device, registry
@@ -99,45 +100,31 @@ _SPARE_SLOTS = 4  # idle tensor sets an executor keeps for reuse
 # -- errors --------------------------------------------------------------------------------------
 
 
-class _Captured(logging.Handler):
-    """The warnings the C API logs on this thread during a call (they say why it failed)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.thread = threading.get_ident()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.thread == self.thread:
-            self.messages.append(record.getMessage())
-
-
 def _call(what: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """Call a C API function; raise NNRtError (with the logged reason) on a failure code.
+    """Call a C API function; raise NNRtError (with the C API's reason) on a failure code.
 
     Functions returning a tuple give back its out-values; functions returning a handle give
     it back (None → NNRtError(OH_NN_FAILED)).
     """
-    logger = logging.getLogger("nnrt.client")
-    handler = _Captured()
-    logger.addHandler(handler)
-    try:
-        result = fn(*args)
-    finally:
-        logger.removeHandler(handler)
-    reason = f": {handler.messages[-1]}" if handler.messages else ""
+    last_failure()  # forget an earlier call's
+    result = fn(*args)
     if isinstance(result, tuple):
         code, *values = result
         if code != OH_NN_ReturnCode.OH_NN_SUCCESS:
-            raise NNRtError(code, f"{what} failed{reason}")
+            raise NNRtError(code, _failed(what))
         return values[0] if len(values) == 1 else tuple(values)
     if isinstance(result, int) and not isinstance(result, bool):
         if result != OH_NN_ReturnCode.OH_NN_SUCCESS:
-            raise NNRtError(result, f"{what} failed{reason}")
+            raise NNRtError(result, _failed(what))
         return None
     if result is None:
-        raise NNRtError(OH_NN_ReturnCode.OH_NN_FAILED, f"{what} failed{reason}")
+        raise NNRtError(OH_NN_ReturnCode.OH_NN_FAILED, _failed(what))
     return result
+
+
+def _failed(what: str) -> str:
+    reason = last_failure()
+    return f"{what} failed: {reason}" if reason else f"{what} failed"
 
 
 def _check(code: int, what: str) -> None:

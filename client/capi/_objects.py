@@ -16,10 +16,38 @@ executor's PreparedModel, shared memory.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, TypeVar
 
 H = TypeVar("H", bound="Handle")
+
+
+class _FailureReasons(logging.Handler):
+    """Why each thread's last failing C API call failed: the last warning it logged (as
+    `dlerror` says why `dlopen` failed). Installed once on the C API's loggers; a front end
+    built on the C API (the Pythonic API) reads it into its exception (`last_failure`)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self._local = threading.local()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._local.message = record.getMessage()
+
+    def take(self) -> str | None:
+        message = getattr(self._local, "message", None)
+        self._local.message = None
+        return message
+
+
+_failure_reasons = _FailureReasons()
+logging.getLogger("nnrt.client.capi").addHandler(_failure_reasons)
+
+
+def last_failure() -> str | None:
+    """The reason this thread's last failing C API call logged, once (None: none since)."""
+    return _failure_reasons.take()
 
 
 class Handle:

@@ -24,14 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from nnrt.common.hdi_model import DATA_TYPES, element_size, hdi_format
-from nnrt.client.capi.enums import OH_NN_ReturnCode
-from nnrt.client.capi.executor import (
-    CONNECTION_EXCEPTION,
-    INVALID_PARAMETER,
-    SUCCESS,
-    OH_NNExecutor,
-    _executor,
-)
+from nnrt.client.capi.enums import (OH_NN_CONNECTION_EXCEPTION, OH_NN_INVALID_PARAMETER,
+                                     OH_NN_MEMORY_ERROR, OH_NN_SUCCESS, OH_NN_UNAVAILABLE_DEVICE)
+from nnrt.client.capi.executor import OH_NNExecutor, _executor
 from nnrt.client.core import execution
 from nnrt.client.core.errors import NNRtError
 from nnrt.client.core.prepared_model import DimRanges, release_memory
@@ -55,9 +50,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RC = OH_NN_ReturnCode
-MEMORY_ERROR = RC.OH_NN_MEMORY_ERROR
-UNAVAILABLE_DEVICE = RC.OH_NN_UNAVAILABLE_DEVICE
 
 MAX_RANK = 200
 MAX_TENSOR_BYTES = (1 << 32) - 1  # UINT32_MAX
@@ -160,27 +152,27 @@ def _check_input(ex: OH_NNExecutor, inputIndex: Any, tensor: OH_NN_Tensor) -> tu
     ranges = ex.dim_ranges()
     if ranges.status == DimRanges.FAILED:
         log.warning("SetInput on %s: the input-range query failed", ex.device.name)
-        return UNAVAILABLE_DEVICE, -1
+        return OH_NN_UNAVAILABLE_DEVICE, -1
     if ranges.status == DimRanges.OK:
         index = c_count(inputIndex)
         if index is None or index >= len(ranges.mins) or index >= len(ranges.maxs) or \
                 dims is None:
-            return INVALID_PARAMETER, -1
+            return OH_NN_INVALID_PARAMETER, -1
         lows, highs = ranges.mins[index], ranges.maxs[index]
         if len(dims) != len(lows) or len(lows) != len(highs) or \
                 any(d < 0 or not lo <= d <= hi for d, lo, hi in zip(dims, lows, highs)):
-            return INVALID_PARAMETER, -1
+            return OH_NN_INVALID_PARAMETER, -1
     index = c_count(inputIndex)
     if index is None or index >= len(ex.inputs):
-        return INVALID_PARAMETER, -1
+        return OH_NN_INVALID_PARAMETER, -1
     if not _tensor_valid(tensor) or any(d < 0 for d in dims):
-        return INVALID_PARAMETER, -1
+        return OH_NN_INVALID_PARAMETER, -1
     compiled = ex.inputs[index]
     if tensor.dataType != compiled.data_type or len(dims) != len(compiled.shape) or \
             any(want >= 0 and d != want for d, want in zip(dims, compiled.shape)) or \
             tensor.type != OH_NN_TENSOR:
-        return INVALID_PARAMETER, -1
-    return SUCCESS, index
+        return OH_NN_INVALID_PARAMETER, -1
+    return OH_NN_SUCCESS, index
 
 
 def _buffer(obj: Any, writable: bool) -> memoryview | None:
@@ -222,9 +214,9 @@ def _bind(ex: OH_NNExecutor, bound: dict, index: int, binding: _Input | _Output)
     """Keep `binding` for `index` until Run, unless the executor was destroyed meanwhile."""
     with ex.lock:
         if ex.destroyed:
-            return INVALID_PARAMETER
+            return OH_NN_INVALID_PARAMETER
         bound[index] = binding
-    return SUCCESS
+    return OH_NN_SUCCESS
 
 
 # -- 2.17 / 2.18: copy bindings ---------------------------------------------------------------
@@ -245,21 +237,21 @@ def _device_buffer(ex: OH_NNExecutor, store: dict, index: int, length: int
     """The executor's buffer for `index`, reused when big enough, else a new one."""
     current = store.get(index)
     if current is not None and not current.closed and current.size >= length:
-        return SUCCESS, current
+        return OH_NN_SUCCESS, current
     try:
         client, _ = ex.session()
         code, memory = client.allocate_buffer(length)
     except DriverGone as exc:
         log.warning("device buffer on %s: %s", ex.device.name, exc)
-        return CONNECTION_EXCEPTION, None
+        return OH_NN_CONNECTION_EXCEPTION, None
     if code != NNRT_SUCCESS:
         log.warning("AllocateBuffer(%d) on %s failed: %s", length, ex.device.name,
                     code_name(code))
-        return MEMORY_ERROR, None
+        return OH_NN_MEMORY_ERROR, None
     store[index] = memory
     if current is not None:
         release_memory(client, current)
-    return SUCCESS, memory
+    return OH_NN_SUCCESS, memory
 
 
 def _bind_copy(ex: OH_NNExecutor, buffers: dict, bound: dict, index: int, size: int,
@@ -267,12 +259,12 @@ def _bind_copy(ex: OH_NNExecutor, buffers: dict, bound: dict, index: int, size: 
     """`_bind` of the binding made over the executor's device buffer for `index`."""
     with ex.lock:
         if ex.destroyed:
-            return INVALID_PARAMETER
+            return OH_NN_INVALID_PARAMETER
         code, memory = _device_buffer(ex, buffers, index, size)
-        if code != SUCCESS:
+        if code != OH_NN_SUCCESS:
             return code
         bound[index] = binding(memory)
-    return SUCCESS
+    return OH_NN_SUCCESS
 
 
 def OH_NNExecutor_SetInput(executor: OH_NNExecutor | None, inputIndex: int,
@@ -280,17 +272,17 @@ def OH_NNExecutor_SetInput(executor: OH_NNExecutor | None, inputIndex: int,
     """capi.md 2.17: bind input `inputIndex`, copying `length` bytes of `dataBuffer` now."""
     ex = _executor(executor)
     if ex is None or not isinstance(tensor, OH_NN_Tensor):
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     caller = _caller_bytes(dataBuffer, length, writable=False)
     if caller is None:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     data, size = caller
     code, index = _check_input(ex, inputIndex, tensor)
-    if code != SUCCESS:
+    if code != OH_NN_SUCCESS:
         return code
     dims = _dims_of(tensor)
     if size < math.prod(dims) * element_size(tensor.dataType):
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
 
     def copied(memory: SharedMemory) -> _Input:
         memory.view(0, size)[:] = data[:size]
@@ -304,17 +296,17 @@ def OH_NNExecutor_SetOutput(executor: OH_NNExecutor | None, outputIndex: int, da
     """capi.md 2.18: `dataBuffer` (writable) receives output `outputIndex` after Run."""
     ex = _executor(executor)
     if ex is None:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     caller = _caller_bytes(dataBuffer, length, writable=True)
     if caller is None:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     data, size = caller
     index = _io_index(ex, outputIndex, is_input=False)
     if index is None:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     need = _output_bytes(ex, index)
     if need < 0 or size < need:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     return _bind_copy(ex, ex.output_buffers, ex.bound_outputs, index, size,
                       lambda memory: _Output(memory, size, data[:size]))
 
@@ -326,18 +318,18 @@ def OH_NNExecutor_Run(executor: OH_NNExecutor | None) -> int:
     """capi.md 2.19: run with the bindings of 2.17/2.18/2.24/2.25."""
     ex = _executor(executor)
     if ex is None:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     with ex.lock:
         inputs = [ex.bound_inputs.get(i) for i in range(len(ex.inputs))]
         outputs = [ex.bound_outputs.get(i) for i in range(len(ex.outputs))]
     if any(b is None for b in inputs) or any(b is None for b in outputs):
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     for binding in (*inputs, *outputs):
         if binding.memory.closed or (binding.user_memory is not None and
                                      _allocated(binding.user_memory) is None):
-            return INVALID_PARAMETER  # not (or no longer) runtime shared memory
+            return OH_NN_INVALID_PARAMETER  # not (or no longer) runtime shared memory
     if not ex.enter():
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     try:
         try:
             client, model_id = ex.session()
@@ -353,10 +345,10 @@ def OH_NNExecutor_Run(executor: OH_NNExecutor | None) -> int:
             reply = client.run(model_id, ios_in, ios_out)
         except DriverGone as exc:
             log.warning("OH_NNExecutor_Run on %s: %s", ex.device.name, exc)
-            return CONNECTION_EXCEPTION
+            return OH_NN_CONNECTION_EXCEPTION
         except BufferNotShared as exc:
             log.warning("OH_NNExecutor_Run on %s: %s", ex.device.name, exc)
-            return MEMORY_ERROR
+            return OH_NN_MEMORY_ERROR
         try:
             shapes = execution.output_shapes(reply, len(outputs))
         except NNRtError as exc:
@@ -365,10 +357,10 @@ def OH_NNExecutor_Run(executor: OH_NNExecutor | None) -> int:
         produced = []
         for io, shape, binding in zip(ex.outputs, shapes, outputs):
             if len(shape) != len(io.shape) or any(d < 0 for d in shape):
-                return INVALID_PARAMETER
+                return OH_NN_INVALID_PARAMETER
             nbytes = math.prod(shape) * element_size(io.data_type)
             if nbytes > binding.length:
-                return INVALID_PARAMETER
+                return OH_NN_INVALID_PARAMETER
             produced.append(nbytes)
         for binding, nbytes in zip(outputs, produced):
             if binding.caller is not None:
@@ -376,9 +368,9 @@ def OH_NNExecutor_Run(executor: OH_NNExecutor | None) -> int:
                     binding.caller[:nbytes] = binding.memory.view(0, nbytes)
                 except (ValueError, TypeError) as exc:
                     log.warning("OH_NNExecutor_Run: copying an output failed: %s", exc)
-                    return MEMORY_ERROR
+                    return OH_NN_MEMORY_ERROR
         ex.store_output_shapes(None, shapes)
-        return SUCCESS
+        return OH_NN_SUCCESS
     finally:
         ex.leave()
 
@@ -479,14 +471,14 @@ def OH_NNExecutor_SetInputWithMemory(executor: OH_NNExecutor | None, inputIndex:
     ex = _executor(executor)
     allocated = _allocated(memory)
     if ex is None or not isinstance(tensor, OH_NN_Tensor) or allocated is None:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     code, index = _check_input(ex, inputIndex, tensor)
-    if code != SUCCESS:
+    if code != OH_NN_SUCCESS:
         return code
     dims = _dims_of(tensor)
     length = _memory_length(memory, allocated, math.prod(dims) * element_size(tensor.dataType))
     if length is None:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     return _bind(ex, ex.bound_inputs, index,
                  _Input(tensor.dataType, dims, allocated.memory, length, memory))
 
@@ -497,13 +489,13 @@ def OH_NNExecutor_SetOutputWithMemory(executor: OH_NNExecutor | None, outputInde
     ex = _executor(executor)
     allocated = _allocated(memory)
     if ex is None or allocated is None:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     index = _io_index(ex, outputIndex, is_input=False)
     if index is None:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     need = _output_bytes(ex, index)
     length = None if need < 0 else _memory_length(memory, allocated, need)
     if length is None:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     return _bind(ex, ex.bound_outputs, index, _Output(allocated.memory, length, None, memory))
 

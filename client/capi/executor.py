@@ -43,7 +43,10 @@ from nnrt.client.capi.structs import c_count, c_int
 from nnrt.client.capi.tensor import NN_Tensor, RunSize, io_bytes
 from nnrt.client.capi.tensor_desc import NN_TensorDesc, OH_NNTensorDesc_Create
 from nnrt.client.core import execution
-from nnrt.client.core.errors import NNRtError, OH_NN_ReturnCode
+from nnrt.client.capi.enums import (OH_NN_CONNECTION_EXCEPTION, OH_NN_FAILED,
+                                     OH_NN_INVALID_PARAMETER, OH_NN_NULL_PTR,
+                                     OH_NN_OPERATION_FORBIDDEN, OH_NN_SUCCESS)
+from nnrt.client.core.errors import NNRtError
 from nnrt.client.core.prepared_model import DimRanges, PreparedModel, release_memory
 from nnrt.client.core.driver import DriverClient, DriverGone
 from nnrt.client.core.buffer import BufferNotShared
@@ -67,12 +70,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SUCCESS = OH_NN_ReturnCode.OH_NN_SUCCESS
-FAILED = OH_NN_ReturnCode.OH_NN_FAILED
-INVALID_PARAMETER = OH_NN_ReturnCode.OH_NN_INVALID_PARAMETER
-OPERATION_FORBIDDEN = OH_NN_ReturnCode.OH_NN_OPERATION_FORBIDDEN
-NULL_PTR = OH_NN_ReturnCode.OH_NN_NULL_PTR
-CONNECTION_EXCEPTION = OH_NN_ReturnCode.OH_NN_CONNECTION_EXCEPTION
 
 MAX_TENSORS = 200  # per RunSync / RunAsync call (capi.md 0.3)
 MAX_TIMEOUT_MS = 2**31 - 1  # int32_t
@@ -146,12 +143,12 @@ def OH_NNExecutor_GetOutputShape(executor: OH_NNExecutor | None,
     """capi.md 1.37: (code, shape) of output `outputIndex` — the last run's, else compiled."""
     ex = _executor(executor)
     if ex is None:
-        return INVALID_PARAMETER, None
+        return OH_NN_INVALID_PARAMETER, None
     with ex.lock:
         index = _index(outputIndex, len(ex.output_shapes))
         if index is None:
-            return INVALID_PARAMETER, None
-        return SUCCESS, list(ex.output_shapes[index])
+            return OH_NN_INVALID_PARAMETER, None
+        return OH_NN_SUCCESS, list(ex.output_shapes[index])
 
 
 def OH_NNExecutor_Destroy(executor: OH_NNExecutor | None) -> None:
@@ -169,16 +166,16 @@ def OH_NNExecutor_GetInputCount(executor: OH_NNExecutor | None) -> tuple[int, in
     """capi.md 1.39: (code, number of model inputs)."""
     ex = _executor(executor)
     if ex is None:
-        return INVALID_PARAMETER, None
-    return SUCCESS, len(ex.inputs)
+        return OH_NN_INVALID_PARAMETER, None
+    return OH_NN_SUCCESS, len(ex.inputs)
 
 
 def OH_NNExecutor_GetOutputCount(executor: OH_NNExecutor | None) -> tuple[int, int | None]:
     """capi.md 1.40: (code, number of model outputs)."""
     ex = _executor(executor)
     if ex is None:
-        return INVALID_PARAMETER, None
-    return SUCCESS, len(ex.outputs)
+        return OH_NN_INVALID_PARAMETER, None
+    return OH_NN_SUCCESS, len(ex.outputs)
 
 
 def _new_desc(name: str, data_type: int, shape: Sequence[int], fmt: int) -> NN_TensorDesc | None:
@@ -225,17 +222,17 @@ def OH_NNExecutor_GetInputDimRange(executor: OH_NNExecutor | None, index: int
     """capi.md 1.43: (code, minInputDims, maxInputDims) of input `index`."""
     ex = _executor(executor)
     if ex is None:
-        return INVALID_PARAMETER, None, None
+        return OH_NN_INVALID_PARAMETER, None, None
     ranges = ex.dim_ranges()
     if ranges.status != DimRanges.OK:
-        return OPERATION_FORBIDDEN, None, None
+        return OH_NN_OPERATION_FORBIDDEN, None, None
     if len(ranges.mins) != len(ranges.maxs) or \
             any(len(lo) != len(hi) for lo, hi in zip(ranges.mins, ranges.maxs)):
-        return INVALID_PARAMETER, None, None
+        return OH_NN_INVALID_PARAMETER, None, None
     i = _index(index, len(ranges.mins))
     if i is None:
-        return INVALID_PARAMETER, None, None
-    return SUCCESS, list(ranges.mins[i]), list(ranges.maxs[i])
+        return OH_NN_INVALID_PARAMETER, None, None
+    return OH_NN_SUCCESS, list(ranges.mins[i]), list(ranges.maxs[i])
 
 
 # -- 1.44 / 1.45: callbacks ---------------------------------------------------------------------
@@ -246,10 +243,10 @@ def OH_NNExecutor_SetOnRunDone(executor: OH_NNExecutor | None,
     """capi.md 1.44 (header contract): register the RunAsync completion callback."""
     ex = _executor(executor)
     if ex is None or onRunDone is None or not callable(onRunDone):
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     with ex.lock:
         ex.on_run_done = onRunDone
-    return SUCCESS
+    return OH_NN_SUCCESS
 
 
 def OH_NNExecutor_SetOnServiceDied(executor: OH_NNExecutor | None,
@@ -257,10 +254,10 @@ def OH_NNExecutor_SetOnServiceDied(executor: OH_NNExecutor | None,
     """capi.md 1.45 (header contract): register the driver-death callback of RunAsync."""
     ex = _executor(executor)
     if ex is None or onServiceDied is None or not callable(onServiceDied):
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     with ex.lock:
         ex.on_service_died = onServiceDied
-    return SUCCESS
+    return OH_NN_SUCCESS
 
 
 # -- 1.46 / 1.47: running -----------------------------------------------------------------------
@@ -314,7 +311,7 @@ def _prepare_run(ex: OH_NNExecutor, inputTensor: Any, inputCount: Any, outputTen
                  outputCount: Any, userData: Any = None, timeout: Any = None, *,
                  is_async: bool = False) -> tuple[int, list | None, list | None]:
     """The argument checks of 1.46 (and 1.47) in order: (code, inputs, outputs)."""
-    fail = INVALID_PARAMETER, None, None
+    fail = OH_NN_INVALID_PARAMETER, None, None
     if inputTensor is None or not _count_ok(inputCount):
         return fail
     inputs = _take(inputTensor, inputCount)
@@ -340,7 +337,7 @@ def _prepare_run(ex: OH_NNExecutor, inputTensor: Any, inputCount: Any, outputTen
         accepted = ranges.accepted
         for i, tensor in enumerate(inputs):
             if tensor is None:
-                return NULL_PTR, None, None
+                return OH_NN_NULL_PTR, None, None
             if not isinstance(tensor, NN_Tensor) or tensor.destroyed:
                 return fail
             shape = tensor.desc.shape or []
@@ -360,11 +357,11 @@ def _prepare_run(ex: OH_NNExecutor, inputTensor: Any, inputCount: Any, outputTen
             return fail
     for tensor in inputs:
         if not _fits(tensor):
-            return FAILED, None, None
+            return OH_NN_FAILED, None, None
     for tensor in outputs:
         if not _fits(tensor):
-            return FAILED, None, None
-    return SUCCESS, inputs, outputs
+            return OH_NN_FAILED, None, None
+    return OH_NN_SUCCESS, inputs, outputs
 
 
 def OH_NNExecutor_RunSync(executor: OH_NNExecutor | None, inputTensor: Sequence[NN_Tensor] | None,
@@ -381,16 +378,16 @@ def run_sync(executor: OH_NNExecutor | None, inputTensor: Sequence[NN_Tensor] | 
     core's run (client/core/execution.py), its exception translated into the code."""
     ex = _executor(executor)
     if ex is None:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     code, inputs, outputs = _prepare_run(ex, inputTensor, inputCount, outputTensor, outputCount)
-    if code != SUCCESS:
+    if code != OH_NN_SUCCESS:
         return code
     try:
         execution.run(ex, inputs, outputs, timeout, io_bytes)
     except NNRtError as exc:
         log.warning("OH_NNExecutor_RunSync: %s", exc.message)
         return exc.code
-    return SUCCESS
+    return OH_NN_SUCCESS
 
 
 def OH_NNExecutor_RunAsync(executor: OH_NNExecutor | None, inputTensor: Sequence[NN_Tensor] | None,
@@ -398,41 +395,41 @@ def OH_NNExecutor_RunAsync(executor: OH_NNExecutor | None, inputTensor: Sequence
                            outputCount: int, timeout: int, userData: Any) -> int:
     """capi.md 1.47 (header contract): start a run and return at once.
 
-    SUCCESS means the run was accepted: it then gets exactly one NN_OnRunDone call (if one
-    is registered) on a runtime thread — SUCCESS, TIMEOUT(9) `timeout` ms after the call,
-    CONNECTION_EXCEPTION(11) after NN_OnServiceDied if the driver dies, or the code
+    OH_NN_SUCCESS means the run was accepted: it then gets exactly one NN_OnRunDone call (if one
+    is registered) on a runtime thread — OH_NN_SUCCESS, OH_NN_TIMEOUT(9) `timeout` ms after the call,
+    OH_NN_CONNECTION_EXCEPTION(11) after NN_OnServiceDied if the driver dies, or the code
     RunSync would have returned. The callbacks in force at this call are the ones used.
     """
     ex = _executor(executor)
     if ex is None:
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     code, inputs, outputs = _prepare_run(ex, inputTensor, inputCount, outputTensor, outputCount,
                                          userData, timeout, is_async=True)
-    if code != SUCCESS:
+    if code != OH_NN_SUCCESS:
         return code
     try:
         client, model_id = ex.session()
     except DriverGone as exc:
         log.warning("OH_NNExecutor_RunAsync on %s: %s", ex.device.name, exc)
-        return CONNECTION_EXCEPTION
+        return OH_NN_CONNECTION_EXCEPTION
     with ex.lock:
         on_done, on_died = ex.on_run_done, ex.on_service_died
     if not ex.enter():
-        return INVALID_PARAMETER
+        return OH_NN_INVALID_PARAMETER
     try:
         run = execution.AsyncRun(ex, client, model_id, inputs, outputs, len(outputs),
                                  int(timeout), userData, on_done, on_died, io_bytes)
     except DriverGone as exc:  # registering a tensor with a new driver session failed
         ex.leave()
         log.warning("OH_NNExecutor_RunAsync on %s: %s", ex.device.name, exc)
-        return CONNECTION_EXCEPTION
+        return OH_NN_CONNECTION_EXCEPTION
     except BufferNotShared as exc:
         ex.leave()
         log.warning("OH_NNExecutor_RunAsync on %s: a tensor's memory: %s", ex.device.name, exc)
-        return FAILED
+        return OH_NN_FAILED
     except Exception:
         ex.leave()
         log.exception("OH_NNExecutor_RunAsync: cannot describe the run's tensors")
-        return FAILED
+        return OH_NN_FAILED
     execution.start(run)
-    return SUCCESS
+    return OH_NN_SUCCESS

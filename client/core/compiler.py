@@ -27,20 +27,14 @@ from nnrt.protos import model_types_pb2 as mt
 
 from .device import Device
 from .driver import DriverClient, DriverGone
-from .errors import NNRtError, OH_NN_ReturnCode
+from .errors import (OH_NN_FAILED, OH_NN_INVALID_FILE, OH_NN_INVALID_PARAMETER,
+                     OH_NN_OPERATION_FORBIDDEN, OH_NN_SAVE_CACHE_EXCEPTION, OH_NN_SUCCESS,
+                     OH_NN_UNAVAILABLE_DEVICE, OH_NN_UNSUPPORTED, NNRtError, OH_NN_ReturnCode)
 from .model_cache import CacheContents
 from .prepared_model import BuiltModel
 
 log = logging.getLogger(__name__)
 
-OH_NN_SUCCESS = OH_NN_ReturnCode.OH_NN_SUCCESS
-OH_NN_FAILED = OH_NN_ReturnCode.OH_NN_FAILED
-OH_NN_INVALID_FILE = OH_NN_ReturnCode.OH_NN_INVALID_FILE
-OH_NN_INVALID_PARAMETER = OH_NN_ReturnCode.OH_NN_INVALID_PARAMETER
-OH_NN_OPERATION_FORBIDDEN = OH_NN_ReturnCode.OH_NN_OPERATION_FORBIDDEN
-OH_NN_SAVE_CACHE_EXCEPTION = OH_NN_ReturnCode.OH_NN_SAVE_CACHE_EXCEPTION
-OH_NN_UNAVAILABLE_DEVICE = OH_NN_ReturnCode.OH_NN_UNAVAILABLE_DEVICE
-OH_NN_UNSUPPORTED = OH_NN_ReturnCode.OH_NN_UNSUPPORTED
 
 PERFORMANCE_MODES = range(0, 5)  # OH_NN_PERFORMANCE_NONE .. EXTREME
 PRIORITIES = range(0, 4)  # OH_NN_PRIORITY_NONE .. HIGH
@@ -49,7 +43,7 @@ _CONFIG_REJECTED = {NNRT_INVALID_PARAMETER, NNRT_INVALID_PERFORMANCE_MODE, NNRT_
 
 
 def driver_cache(client: DriverClient,
-                  built: BuiltModel) -> tuple[OH_NN_ReturnCode, CacheContents | None, str]:
+                 built: BuiltModel) -> tuple[OH_NN_ReturnCode, CacheContents | None, str]:
     """IsModelCacheSupported + ExportModelCache + the blobs' bytes: (code, contents, why).
 
     No cache support → OH_NN_UNSUPPORTED; the query failing → OH_NN_UNAVAILABLE_DEVICE; the

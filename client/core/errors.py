@@ -47,6 +47,12 @@ class OH_NN_ReturnCode(IntEnum):
     OH_NN_UNAVAILABLE_DEVICE = 14
 
 
+# Each code also as a module-level constant (python-capi.md "Names": OH_NN_SUCCESS, ...),
+# built from the enum so that the two can never disagree.
+globals().update(OH_NN_ReturnCode.__members__)
+__all__ += list(OH_NN_ReturnCode.__members__)
+
+
 class NNRtError(Exception):
     """A failed NNRt call: `code` (an OH_NN_ReturnCode), `message`, the driver's `reason`."""
 

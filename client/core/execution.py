@@ -7,7 +7,7 @@ driver's socket closes, so a run whose driver dies fails promptly with Connectio
 
 Every accepted asynchronous run completes exactly once, decided by whichever comes first:
 
-* the driver's answer (worker thread) — SUCCESS or the code a synchronous run would give;
+* the driver's answer (worker thread) — OH_NN_SUCCESS or the code a synchronous run would give;
 * its deadline (one scheduler thread for all runs) — OH_NN_TIMEOUT at the deadline; the
   driver was given the same deadline as the gRPC deadline and abandons the run itself;
 * the death of the driver (the client's `on_death`, which fires when the session channel
@@ -41,13 +41,13 @@ from nnrt.protos import hdi_types_pb2 as ht
 
 from .buffer import BufferNotShared, SharedMemory
 from .driver import DriverClient, DriverGone
-from .errors import (ConnectionLost, DeviceUnavailable, Failed, InvalidParameter, NNRtError,
-                     OH_NN_ReturnCode, RunTimeout)
+from .errors import (OH_NN_CONNECTION_EXCEPTION, OH_NN_SUCCESS, OH_NN_TIMEOUT,
+                     OH_NN_UNAVAILABLE_DEVICE, ConnectionLost, DeviceUnavailable, Failed,
+                     InvalidParameter, NNRtError, OH_NN_ReturnCode, RunTimeout)
 from .prepared_model import PreparedModel
 
 log = logging.getLogger(__name__)
 
-SUCCESS = OH_NN_ReturnCode.OH_NN_SUCCESS
 MAX_OUTPUT_RANK = 10  # a returned output shape must be storable in an NN_TensorDesc
 # How long a worker whose gRPC call failed waits for the session channel to confirm a death.
 _DEATH_CONFIRM_S = 0.05
@@ -222,12 +222,12 @@ class AsyncRun:
             died = self.client.wait_dead(_DEATH_CONFIRM_S)
             if self.claim():
                 log.warning("OH_NNExecutor_RunAsync on %s: %s", self.executor.device.name, exc)
-                self.deliver(OH_NN_ReturnCode.OH_NN_CONNECTION_EXCEPTION, died=died)
+                self.deliver(OH_NN_CONNECTION_EXCEPTION, died=died)
             return
         except Exception:
             log.exception("OH_NNExecutor_RunAsync: the run failed unexpectedly")
             if self.claim():
-                self.deliver(OH_NN_ReturnCode.OH_NN_UNAVAILABLE_DEVICE)
+                self.deliver(OH_NN_UNAVAILABLE_DEVICE)
             return
         if not self.claim():
             return
@@ -238,7 +238,7 @@ class AsyncRun:
             self.deliver(exc.code)
             return
         self.executor.store_output_shapes(self.outputs, shapes)
-        self.deliver(SUCCESS)
+        self.deliver(OH_NN_SUCCESS)
 
     def expire(self) -> None:
         """On the deadline thread: the run is late."""
@@ -248,12 +248,12 @@ class AsyncRun:
     def _timed_out(self) -> None:
         log.warning("OH_NNExecutor_RunAsync on %s: no result within %d ms; the driver was told "
                     "to abandon the run", self.executor.device.name, self.timeout_ms)
-        self.deliver(OH_NN_ReturnCode.OH_NN_TIMEOUT)
+        self.deliver(OH_NN_TIMEOUT)
 
     def service_died(self) -> None:
         """On the client's watcher thread: the driver is gone."""
         if self.claim():
-            _callbacks().submit(self.deliver, OH_NN_ReturnCode.OH_NN_CONNECTION_EXCEPTION, True)
+            _callbacks().submit(self.deliver, OH_NN_CONNECTION_EXCEPTION, True)
 
 
 class _Deadlines:
