@@ -215,3 +215,57 @@ def pytest_terminal_summary(terminalreporter) -> None:
             f"operator test cases compared with the numpy kernels over "
             f"{len(ort_differential.compared)} node types; "
             f"{sum(ort_differential.kept_on_numpy.values())} cases of nodes kept on numpy")
+
+
+# -- the multiprocess marker ------------------------------------------------------------------
+# `pytest -m "not multiprocess"` runs the unit tests alone (no process started), `-m
+# multiprocess` the tests that start drivers, a device manager or the CLI. A test is marked
+# when it uses a fixture that starts a driver, or explicitly; one that starts a process
+# without the marker fails, so the marker stays true.
+
+# The fixtures that start processes, here and in test modules (a test using one, directly or
+# through another fixture, is marked).
+PROCESS_FIXTURES = frozenset({
+    "driver", "shared_driver", "cpu_runtime", "devmgrs", "accel", "accel_driver",
+    "broken_drivers", "drivers", "feature", "feature_driver", "gpu_driver", "injecting_driver",
+    "kinds", "slow_driver", "slow_rt", "small_driver", "two_cpu_drivers", "two_drivers",
+})
+_spawned: list[object] = []
+_popen_init = subprocess.Popen.__init__
+
+
+def _recording_popen_init(self, *args, **kwargs) -> None:
+    _spawned.append(args[0] if args else kwargs.get("args"))
+    _popen_init(self, *args, **kwargs)
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "multiprocess: starts processes (drivers, a device "
+                                       "manager, the nnrt command); -m 'not multiprocess' "
+                                       "runs the unit tests alone")
+    subprocess.Popen.__init__ = _recording_popen_init
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if PROCESS_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.multiprocess)
+
+
+def _check_unmarked_spawns(item, phase: str):
+    before = len(_spawned)
+    yield
+    if len(_spawned) > before and item.get_closest_marker("multiprocess") is None:
+        started = [str(a)[:80] for a in _spawned[before:]]
+        pytest.fail(f"{phase} started processes ({started}) but the test is not marked "
+                    f"multiprocess", pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield from _check_unmarked_spawns(item, "setup")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield from _check_unmarked_spawns(item, "the test")

@@ -117,6 +117,7 @@ def test_set_faults_is_applied_with_fault_injection(injecting_driver):
     assert status(driver).faultInjectionEnabled is True
 
 
+@pytest.mark.multiprocess
 def test_run_counters_in_flight_completed_failed_abandoned(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "600")
     try:

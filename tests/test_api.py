@@ -399,6 +399,7 @@ def test_outputs_take_the_shapes_the_driver_reports(rt, tmp_path):
             np.testing.assert_array_equal(y, np.ascontiguousarray(a.T))
 
 
+@pytest.mark.multiprocess
 def test_a_python_caller_sees_no_stray_stderr_lines(tmp_path):
     """Failures reach a Python caller as exceptions; the library prints nothing itself
     (a NullHandler on nnrt.client) unless the application configures logging."""

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from nnrt.client import capi
 from tests.capi.util_capi import W, add_model
@@ -41,6 +42,7 @@ def _fd_count() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.multiprocess
 def test_chaos_500_async_runs_through_random_kills(tmp_path: Path, monkeypatch) -> None:
     rng = random.Random(1234)
     gc.collect()  # what earlier tests left for the collector must not count either way

@@ -125,6 +125,7 @@ def test_unreachable_driver_is_shown_and_fails_status(runtime_dir, capsys):
            ("unreachable", "unreachable", None)
 
 
+@pytest.mark.multiprocess
 def test_devices_and_status_with_devmgr(tmp_path):
     devmgr = start_devmgr(tmp_path, config_text("""
         [drivers.cpu]

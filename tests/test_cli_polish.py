@@ -63,6 +63,7 @@ def mlp(tmp_path_factory) -> tuple[Path, Path]:
 # -- --version and logging options ------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_version_is_the_installed_distributions(runtime_dir):
     proc = nnrt("--version", runtime_dir=runtime_dir)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"nnrt {version('nnrt')}\n", "")
@@ -108,6 +109,7 @@ def interrupt_when(proc: subprocess.Popen, ready) -> tuple[str, str]:
     return proc.communicate(timeout=BOUND)
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("command", ["demo", "run", "bench", "devices-json-run"])
 def test_ctrl_c_while_waiting_for_a_starting_driver(command, tmp_path, mlp):
     """A driver that has claimed its name (a held lock file) but does not serve yet: the
@@ -135,6 +137,7 @@ def test_ctrl_c_while_waiting_for_a_starting_driver(command, tmp_path, mlp):
         assert out == ""
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("command", ["run", "bench", "demo"])
 def test_ctrl_c_while_a_run_hangs(command, tmp_path, mlp):
     """The demo's run goes through the Pythonic API (its executor's runtime thread): the
@@ -208,6 +211,7 @@ def test_commands_use_only_the_codes_of_the_table():
         assert {int(n) for n in bare} <= set(EXIT_CODES), (path.name, bare)
 
 
+@pytest.mark.multiprocess
 def test_no_device_is_3_for_the_demo_too(runtime_dir):
     proc = nnrt("demo", runtime_dir=runtime_dir, NNRT_NO_EMBEDDED="1")
     assert proc.returncode == 3, proc.stderr
@@ -239,6 +243,7 @@ for _ in range(2):
 """
 
 
+@pytest.mark.multiprocess
 def test_the_embedded_notice_is_said_once_per_process(runtime_dir):
     env = {**os.environ, "NNRT_RUNTIME_DIR": str(runtime_dir)}
     env.pop("NNRT_NO_EMBEDDED", None)
@@ -248,6 +253,7 @@ def test_the_embedded_notice_is_said_once_per_process(runtime_dir):
     assert proc.stderr.count("started the embedded default driver(s)") == 1, proc.stderr
 
 
+@pytest.mark.multiprocess
 def test_nnrt_run_says_the_embedded_driver_once(runtime_dir, mlp, tmp_path):
     model, x = mlp
     proc = nnrt("run", model, "-i", x, "--output-dir", tmp_path / "out",
@@ -257,6 +263,7 @@ def test_nnrt_run_says_the_embedded_driver_once(runtime_dir, mlp, tmp_path):
     assert len(lines) == 1 and "started an embedded cpu driver" in lines[0], proc.stderr
 
 
+@pytest.mark.multiprocess
 def test_the_demo_says_it_in_its_report_only(runtime_dir):
     proc = nnrt("demo", runtime_dir=runtime_dir, NNRT_NO_EMBEDDED="")
     assert proc.returncode == 0, proc.stderr
@@ -272,6 +279,7 @@ def test_executor_run_has_a_default_deadline():
     assert timeout.default == api.DEFAULT_RUN_TIMEOUT == 60.0
 
 
+@pytest.mark.multiprocess
 def test_the_demo_ends_at_its_deadline(tmp_path):
     runtime_dir = tmp_path / "rt"
     driver = start_driver(runtime_dir, "cpu", "--fault-run-hang", "--stall-timeout", "0")
@@ -315,6 +323,7 @@ def _this_file(log) -> str:
     return f"{st.st_dev}:{st.st_ino}"
 
 
+@pytest.mark.multiprocess
 def test_driver_lines_carry_journald_priorities_when_stderr_is_the_journal(tmp_path):
     lines = _driver_log_lines(tmp_path, _this_file, "--fault-injection")
     assert lines, "no log line"
@@ -324,6 +333,7 @@ def test_driver_lines_carry_journald_priorities_when_stderr_is_the_journal(tmp_p
     assert not re.search(r"\d\d:\d\d:\d\d", "\n".join(lines))  # journald stamps them
 
 
+@pytest.mark.multiprocess
 def test_driver_lines_keep_timestamps_elsewhere(tmp_path):
     """JOURNAL_STREAM inherited, stderr somewhere else (a file): no priorities."""
     lines = _driver_log_lines(tmp_path, lambda log: "1:1")

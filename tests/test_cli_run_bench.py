@@ -326,6 +326,7 @@ def test_bench_npz_inputs(shared_driver, saved, tmp_path):
     assert report["outputs"][0]["shape"] == [3, 10]
 
 
+@pytest.mark.multiprocess
 def test_failures_exit_1(runtime_dir, saved, tmp_path):
     """A model the device refuses; a run past its --timeout (a driver delaying every run)."""
     builder = HdiModelBuilder("mixed")
@@ -369,6 +370,7 @@ def test_no_device_exits_3(tmp_path, saved, shared_driver):
     assert "no device 'npu' (devices: nnrt-cpu_nnrt_v2_1 (" in proc.stderr
 
 
+@pytest.mark.multiprocess
 def test_embedded_driver_when_none_runs(tmp_path, saved):
     empty = tmp_path / "rt"
     empty.mkdir()

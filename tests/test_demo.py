@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def _processes_mentioning(text: str) -> list[int]:
     found = []
@@ -22,6 +24,7 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
+@pytest.mark.multiprocess
 def test_demo_with_an_empty_runtime_dir(runtime_dir):
     env = {**os.environ, "NNRT_RUNTIME_DIR": str(runtime_dir)}
     env.pop("NNRT_NO_EMBEDDED", None)
@@ -36,6 +39,7 @@ def test_demo_with_an_empty_runtime_dir(runtime_dir):
     assert list(runtime_dir.iterdir()) == []  # nothing was put in the user's runtime dir
 
 
+@pytest.mark.multiprocess
 def test_demo_refuses_to_start_drivers_when_told_not_to(runtime_dir):
     env = {**os.environ, "NNRT_RUNTIME_DIR": str(runtime_dir), "NNRT_NO_EMBEDDED": "1"}
     proc = subprocess.run([sys.executable, "-m", "nnrt.client.cli", "demo"], env=env,

@@ -35,6 +35,7 @@ def exec_starts(text: str) -> list[str]:
             if line.startswith("ExecStart=")]
 
 
+@pytest.mark.multiprocess
 def test_units_pass_systemd_analyze_verify(tmp_path):
     tool = shutil.which("systemd-analyze")
     if tool is None:
@@ -135,6 +136,7 @@ def test_units_do_not_hard_code_where_the_commands_are():
     assert {"nnrt", "nnrt-driver"} <= set(scripts)
 
 
+@pytest.mark.multiprocess
 def test_sysusers_creates_the_group_the_units_and_tmpfiles_use(tmp_path):
     entries = [line.split() for line in (DEPLOY / "nnrt-sysusers.conf").read_text().splitlines()
                if line.strip() and not line.startswith("#")]

@@ -320,6 +320,7 @@ def test_sighup_applies_the_difference_only(tmp_path, devmgrs):
     assert processes_using(devmgr.runtime_dir) == []
 
 
+@pytest.mark.multiprocess
 def test_unusable_configuration_exits_1(tmp_path):
     devmgr = start_devmgr(tmp_path, "[drivers.cpu]\nkind = 'tpu'\n")
     assert devmgr.proc.wait(WAIT) == 1

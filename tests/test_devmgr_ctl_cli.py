@@ -203,6 +203,7 @@ def test_fault_options_are_those_of_set_faults():
     assert {name for name, _ in _fault_fields()} == set(PLAIN_FIELDS) == set(FAULT_HELP)
 
 
+@pytest.mark.multiprocess
 def test_fault_set_clear_show_on_a_driver_started_by_hand(runtime_dir, capsys):
     driver = start_driver(runtime_dir, "cpu", "--fault-injection")
     try:

@@ -70,6 +70,7 @@ def test_a_lock_file_removed_between_open_and_flock_is_taken_again(runtime_dir, 
     lock.release()
 
 
+@pytest.mark.multiprocess
 def test_a_driver_still_loading_holds_its_lock_and_is_not_raced(runtime_dir):
     """A hand-started driver before its sockets: the lock is the sign the embedded rules
     wait for; a second driver of the name exits 3 at once naming the holder."""
@@ -104,6 +105,7 @@ def test_a_driver_still_loading_holds_its_lock_and_is_not_raced(runtime_dir):
             slow.wait(5)
 
 
+@pytest.mark.multiprocess
 def test_a_clean_stop_removes_the_lock_a_kill_leaves_a_stale_one(runtime_dir):
     driver = start_driver(runtime_dir)
     path = lock_path(runtime_dir, "cpu")

@@ -21,6 +21,7 @@ from tests.conftest import health_status, start_driver
 from tests.helpers.hdi_models import add_model, io
 
 
+@pytest.mark.multiprocess
 def test_sockets_are_0660_and_named_after_the_driver(runtime_dir):
     driver = start_driver(runtime_dir, name="cpu7")
     try:
@@ -55,6 +56,7 @@ def test_device_queries_answer_truthfully(client):
     assert client.is_priority_supported().isSupported is False
 
 
+@pytest.mark.multiprocess
 def test_sigterm_removes_sockets_and_exits_0(runtime_dir):
     driver = start_driver(runtime_dir)
     assert driver.stop(signal.SIGTERM) == 0
@@ -62,6 +64,7 @@ def test_sigterm_removes_sockets_and_exits_0(runtime_dir):
     assert "stopped" in driver.log()
 
 
+@pytest.mark.multiprocess
 def test_sigterm_lets_a_run_in_flight_finish(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "800")
     client = driver.client()
@@ -97,6 +100,7 @@ def test_a_second_driver_on_the_same_socket_is_refused(shared_driver):
     assert health_status(shared_driver.grpc_path) == health_pb2.HealthCheckResponse.SERVING
 
 
+@pytest.mark.multiprocess
 def test_stale_sockets_of_a_killed_driver_are_replaced(runtime_dir):
     first = start_driver(runtime_dir)
     first.stop(signal.SIGKILL)
@@ -110,6 +114,7 @@ def test_stale_sockets_of_a_killed_driver_are_replaced(runtime_dir):
         assert second.stop() == 0
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("args", [["gpu-that-does-not-exist"], ["cpu", "--fault-exit-on-run", "-1"]])
 def test_bad_usage_exits_2(args, runtime_dir):
     proc = subprocess.run([sys.executable, "-m", "nnrt.server", *args, "--runtime-dir",

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.devmgr_util import processes_using
 
 APP = textwrap.dedent("""
@@ -26,6 +28,7 @@ APP = textwrap.dedent("""
 """)
 
 
+@pytest.mark.multiprocess
 def test_an_application_with_no_driver_gets_embedded_ones(runtime_dir):
     env = {k: v for k, v in os.environ.items() if k != "NNRT_NO_EMBEDDED"}
     env["NNRT_RUNTIME_DIR"] = str(runtime_dir)
@@ -43,6 +46,7 @@ def test_an_application_with_no_driver_gets_embedded_ones(runtime_dir):
     assert list(runtime_dir.iterdir()) == []
 
 
+@pytest.mark.multiprocess
 def test_switched_off_the_application_sees_no_device(runtime_dir):
     env = {**os.environ, "NNRT_RUNTIME_DIR": str(runtime_dir), "NNRT_NO_EMBEDDED": "1"}
     proc = subprocess.run([sys.executable, "-c", "from nnrt.client import capi\n"

@@ -46,6 +46,7 @@ def _assert_killed(driver, client) -> None:
     client.close()
 
 
+@pytest.mark.multiprocess
 def test_exit_on_run_probability_1_kills_at_the_first_run(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-exit-on-run-probability", "1")
     client = driver.client()
@@ -56,6 +57,7 @@ def test_exit_on_run_probability_1_kills_at_the_first_run(runtime_dir):
     assert "probability 1" in driver.log()
 
 
+@pytest.mark.multiprocess
 def test_exit_on_run_probability_is_reproducible_with_a_seed(runtime_dir):
     seed, p = 0, 0.5
     draws = random.Random(seed)
@@ -73,6 +75,7 @@ def test_exit_on_run_probability_is_reproducible_with_a_seed(runtime_dir):
     assert f"Run #{fatal} (probability 0.5)" in driver.log()
 
 
+@pytest.mark.multiprocess
 def test_exit_on_export_cache(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-exit-on-export-cache")
     client = driver.client()
@@ -84,6 +87,7 @@ def test_exit_on_export_cache(runtime_dir):
     assert "SIGKILL) at ExportModelCache" in driver.log()
 
 
+@pytest.mark.multiprocess
 def test_device_status_is_what_the_fault_says(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-device-status", "offline")
     try:
@@ -99,6 +103,7 @@ def test_device_status_is_what_the_fault_says(runtime_dir):
         assert driver.stop() == 0
 
 
+@pytest.mark.multiprocess
 def test_device_busy_refuses_prepare_and_run(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-device-busy")
     try:
@@ -124,6 +129,7 @@ def test_device_busy_refuses_prepare_and_run(runtime_dir):
         assert driver.stop() == 0
 
 
+@pytest.mark.multiprocess
 def test_corrupt_exported_cache_is_refused_when_prepared_from(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-corrupt-exported-cache")
     try:
@@ -151,6 +157,7 @@ def _driver_process(runtime_dir, *args) -> tuple[subprocess.Popen, Path]:
     return proc, log_path
 
 
+@pytest.mark.multiprocess
 def test_slow_start_serves_late(runtime_dir):
     launched = time.monotonic()
     proc, log_path = _driver_process(runtime_dir, "--fault-slow-start-ms", "1500")
@@ -171,6 +178,7 @@ def test_slow_start_serves_late(runtime_dir):
     assert text.index("waiting 1500 ms before serving") < text.index("serving cpu device")
 
 
+@pytest.mark.multiprocess
 def test_sigterm_during_slow_start_exits_0_without_serving(runtime_dir):
     proc, log_path = _driver_process(runtime_dir, "--fault-slow-start-ms", "60000")
     try:
@@ -185,6 +193,7 @@ def test_sigterm_during_slow_start_exits_0_without_serving(runtime_dir):
     assert "stopped before serving" in log_path.read_text()
 
 
+@pytest.mark.multiprocess
 def test_exit_on_run_counts_from_when_set_faults_applies_it(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-injection", "--fault-exit-on-run", "3")
     client = driver.client()
@@ -200,6 +209,7 @@ def test_exit_on_run_counts_from_when_set_faults_applies_it(runtime_dir):
     assert "SIGKILL) at Run #2" in driver.log()
 
 
+@pytest.mark.multiprocess
 def test_exit_on_prepare_set_at_runtime(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-injection")
     client = driver.client()
@@ -210,6 +220,7 @@ def test_exit_on_prepare_set_at_runtime(runtime_dir):
     _assert_killed(driver, client)
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("args", [["--fault-exit-on-run-probability", "1.5"],
                                   ["--fault-slow-start-ms", "-1"],
                                   ["--fault-device-status", "on-fire"]])

@@ -80,6 +80,7 @@ def _limits(pid: int) -> tuple[int, int]:
 # -- item 1: the fd limit ------------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_the_driver_raises_its_soft_fd_limit_to_the_hard_one(runtime_dir):
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard <= 256:
@@ -200,6 +201,7 @@ def test_a_run_flood_from_one_client_is_capped_and_others_run(driver):
             open_fds(driver.pid) - fds_before)
 
 
+@pytest.mark.multiprocess
 def test_runs_beyond_the_session_cap_are_answered_busy_at_once(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--max-runs-per-session", "2",
                           "--fault-run-delay-ms", "400")
@@ -288,6 +290,7 @@ def _pipe_orphaned(write_fd: int) -> bool:
 # -- trust: who may open a session -----------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_allow_uid_and_gid_restrict_who_opens_a_session(runtime_dir):
     other_uid = os.getuid() + 1
     refusing = start_driver(runtime_dir, "cpu", "--allow-uid", str(other_uid), name="strict")
@@ -325,6 +328,7 @@ def test_channel_policy_allows():
     assert not policy.allows(0, {0})  # root is not implied
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("options", [["--max-runs-per-session", "0"], ["--allow-uid", "-1"]])
 def test_bad_channel_options_are_usage_errors(runtime_dir, options):
     done = subprocess.run([sys.executable, "-m", "nnrt.server", "cpu", "--runtime-dir",

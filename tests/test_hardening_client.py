@@ -34,10 +34,11 @@ SUCCESS = capi.OH_NN_SUCCESS
 # then exits without atexit handlers ("exit") or waits to be killed ("wait").
 APP = textwrap.dedent("""
     import os, sys, time
-    from nnrt.client import capi, devices
+    from nnrt.client import capi
+    from nnrt.client.core import device
     code, ids = capi.OH_NNDevice_GetAllDevicesID()
     assert code == 0 and len(ids) == 1, (code, ids)
-    embedded = devices.registry()._embedded
+    embedded = device.registry()._embedded
     print(embedded.directory, *embedded.pids, flush=True)
     if sys.argv[1] == "exit":
         os._exit(0)
@@ -76,6 +77,7 @@ def _admin_status(driver: RunningDriver):
 # -- the embedded driver's lifetime and stdio ----------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_sigkilled_application_takes_its_embedded_driver_along(runtime_dir, tmp_path):
     app = subprocess.Popen([sys.executable, "-c", APP, "wait"], env=_app_env(runtime_dir, tmp_path),
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -109,6 +111,7 @@ def test_sigkilled_application_takes_its_embedded_driver_along(runtime_dir, tmp_
         app.stdout.close()
 
 
+@pytest.mark.multiprocess
 def test_a_parent_capturing_the_output_does_not_hang(runtime_dir, tmp_path):
     """The application ends without running its atexit handlers: before, its driver kept the
     captured stdout and stderr open and `subprocess.run` waited forever."""
@@ -122,6 +125,7 @@ def test_a_parent_capturing_the_output_does_not_hang(runtime_dir, tmp_path):
     assert pids and wait_until(lambda: not any(_running(pid) for pid in pids), 10)
 
 
+@pytest.mark.multiprocess
 def test_the_lifeline_option_needs_an_open_fd():
     proc = subprocess.run([sys.executable, "-m", "nnrt.server", "cpu", "--lifeline-fd", "987"],
                           capture_output=True, text=True, timeout=60, check=False)
@@ -184,6 +188,7 @@ def test_a_starting_driver_or_device_manager_is_waited_for_not_raced(runtime_dir
             thing.close()
 
 
+@pytest.mark.multiprocess
 def test_dead_pid_and_free_lock_files_are_stale(runtime_dir):
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -194,6 +199,7 @@ def test_dead_pid_and_free_lock_files_are_stale(runtime_dir):
     assert time.monotonic() - started < 2
 
 
+@pytest.mark.multiprocess
 def test_waiting_ends_when_the_driver_serves(runtime_dir):
     ctl = _listening(runtime_dir / "devmgr.ctl")
     try:

@@ -69,6 +69,7 @@ def test_the_stall_clock_counts_only_movement_of_the_execution_path():
 # -- a driver's health -----------------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_a_wedged_run_makes_the_driver_not_serving_and_refusals_do_not_hide_it(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-injection", "--grace", "0.5")
     try:

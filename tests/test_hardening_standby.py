@@ -107,6 +107,7 @@ def _said(ours: socket.socket, timeout: float = 30.0) -> bytes:
     return ours.recv(16)
 
 
+@pytest.mark.multiprocess
 def test_a_spare_claims_no_socket_before_its_go_and_serves_at_once_after(runtime_dir):
     ours, theirs = socket.socketpair()
     proc = _spare(runtime_dir, theirs)
@@ -134,6 +135,7 @@ def test_a_spare_claims_no_socket_before_its_go_and_serves_at_once_after(runtime
             proc.wait(5)
 
 
+@pytest.mark.multiprocess
 def test_a_spare_exits_0_at_the_eof_of_its_standby_socket(runtime_dir):
     ours, theirs = socket.socketpair()
     proc = _spare(runtime_dir, theirs)
@@ -149,6 +151,7 @@ def test_a_spare_exits_0_at_the_eof_of_its_standby_socket(runtime_dir):
             proc.wait(5)
 
 
+@pytest.mark.multiprocess
 def test_bad_standby_fd_is_bad_usage(runtime_dir):
     proc = subprocess.run([sys.executable, "-m", "nnrt.server", "cpu", "--runtime-dir",
                            str(runtime_dir), "--standby-fd", "999"],

@@ -154,6 +154,7 @@ def test_runtime_dir_rules(tmp_path: Path, monkeypatch) -> None:
     assert rd.driver_names(planted) == []
 
 
+@pytest.mark.multiprocess
 def test_driver_refuses_a_directory_another_user_planted(base: Path) -> None:
     """The /tmp/nnrt-$UID attack, driver side: exit 1 with the reason and the fix, nothing
     created there."""
@@ -167,6 +168,7 @@ def test_driver_refuses_a_directory_another_user_planted(base: Path) -> None:
     assert list(planted.iterdir()) == []
 
 
+@pytest.mark.multiprocess
 def test_client_never_talks_to_a_driver_in_a_planted_directory(base: Path) -> None:
     """The whole attack: another user pre-creates the runtime directory and serves a driver
     there. The victim's driver refuses to start (not exit 3), the victim's client lists no
@@ -187,6 +189,7 @@ def test_client_never_talks_to_a_driver_in_a_planted_directory(base: Path) -> No
         assert attacker.stop() == 0
 
 
+@pytest.mark.multiprocess
 def test_client_checks_who_serves_by_peer_credentials(base: Path, monkeypatch) -> None:
     """In the shared layout (root:nogroup 0770) a group member may serve a driver; the
     client refuses it by SO_PEERCRED before sending anything, unless it is the configured
@@ -226,6 +229,7 @@ if rd.runtime_dir() == rd.SYSTEM_DIR:
 """
 
 
+@pytest.mark.multiprocess
 def test_group_members_discover_the_shared_system_directory(base: Path) -> None:
     """A 0750 root:nnrt /run/nnrt (here root:nogroup, NNRT_GROUP=nogroup): a member finds
     it and uses its drivers; a member may not serve there and is told why; a non-member
@@ -259,6 +263,7 @@ def test_group_members_discover_the_shared_system_directory(base: Path) -> None:
 # -- sockets ------------------------------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_symlink_planted_at_the_socket_path_is_replaced_not_followed(runtime_dir: Path,
                                                                       tmp_path: Path) -> None:
     victim = tmp_path / "victim"

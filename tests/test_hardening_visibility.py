@@ -83,6 +83,7 @@ def test_default_budgets_follow_a_lower_cgroup_limit_only(tmp_path, monkeypatch)
     assert buffers.default_driver_limit() == 8 << 30
 
 
+@pytest.mark.multiprocess
 def test_a_driver_under_a_cgroup_limit_reports_its_budgets(tmp_path, runtime_dir, monkeypatch):
     """A real driver whose cgroupfs says 1 GiB: half of it by default, in its admin status,
     in `nnrt status`, and in its log."""
@@ -102,6 +103,7 @@ def test_a_driver_under_a_cgroup_limit_reports_its_budgets(tmp_path, runtime_dir
         assert driver.stop() == 0
 
 
+@pytest.mark.multiprocess
 def test_budgets_given_as_options_are_reported_with_what_is_held(runtime_dir, capsys):
     driver = start_driver(runtime_dir, "cpu", "--max-driver-memory-mb", "64",
                           "--max-session-memory-mb", "16", "--max-model-memory-mb", "8")

@@ -125,6 +125,7 @@ def test_a_waiting_run_whose_caller_gives_up_leaves_the_queue():
         pass
 
 
+@pytest.mark.multiprocess
 def test_the_cpu_driver_runs_within_its_core_budget(tmp_path):
     from tests.helpers.hdi_models import f32, mlp, run
 

@@ -92,6 +92,7 @@ def test_many_runs_in_flight_on_one_session_are_matched_to_their_callers(rig):
     assert not errors and len(results) == 6
 
 
+@pytest.mark.multiprocess
 def test_a_fast_run_past_its_timeout_is_abandoned(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "3000")
     try:
@@ -101,6 +102,7 @@ def test_a_fast_run_past_its_timeout_is_abandoned(runtime_dir):
         assert driver.stop() == 0
 
 
+@pytest.mark.multiprocess
 def test_runs_are_refused_once_the_driver_is_stopping(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "1000")
     client = driver.client()

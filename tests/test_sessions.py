@@ -80,6 +80,7 @@ def test_sessions_cannot_name_each_others_models(client, shared_driver):
     assert client.get_input_dim_ranges(model_id).returnCode == NNRT_SUCCESS
 
 
+@pytest.mark.multiprocess
 def test_client_notices_a_sigkilled_driver_at_once(runtime_dir):
     driver = start_driver(runtime_dir)
     client = driver.client()
@@ -97,6 +98,7 @@ def test_client_notices_a_sigkilled_driver_at_once(runtime_dir):
     client.close()
 
 
+@pytest.mark.multiprocess
 def test_a_run_in_flight_fails_promptly_when_the_driver_dies(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-hang")
     client = driver.client()
@@ -123,6 +125,7 @@ def test_a_run_in_flight_fails_promptly_when_the_driver_dies(runtime_dir):
     client.close()
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("option, action", [("--fault-exit-on-run", "run"),
                                             ("--fault-exit-on-prepare", "prepare")])
 def test_fault_injection_exits_abruptly(runtime_dir, option, action):
@@ -145,6 +148,7 @@ def test_fault_injection_exits_abruptly(runtime_dir, option, action):
     client.close()
 
 
+@pytest.mark.multiprocess
 def test_a_run_past_its_deadline_is_abandoned_by_the_driver(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "3000")
     try:
@@ -156,6 +160,7 @@ def test_a_run_past_its_deadline_is_abandoned_by_the_driver(runtime_dir):
         assert driver.stop() == 0
 
 
+@pytest.mark.multiprocess
 def test_sigterm_with_a_hung_run_still_exits_within_the_grace(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-hang", "--grace", "0.5")
     client = driver.client()

@@ -31,7 +31,7 @@ from .errors import (OH_NN_FAILED, OH_NN_INVALID_FILE, OH_NN_INVALID_PARAMETER,
                      OH_NN_OPERATION_FORBIDDEN, OH_NN_SAVE_CACHE_EXCEPTION, OH_NN_SUCCESS,
                      OH_NN_UNAVAILABLE_DEVICE, OH_NN_UNSUPPORTED, NNRtError, OH_NN_ReturnCode)
 from .model_cache import CacheContents
-from .prepared_model import BuiltModel
+from .prepared_model import BuiltModel, copy_desc, release_model
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +215,7 @@ def built_model(device: Device, client: DriverClient, model_id: int, inputs: lis
     try:
         ranges = client.get_input_dim_ranges(model_id)
     except DriverGone:
-        release_prepared(client, model_id, device.name)
+        release_model(client, model_id, device.name)
         raise
     mins: list[list[int]] = []
     maxs: list[list[int]] = []
@@ -225,33 +225,14 @@ def built_model(device: Device, client: DriverClient, model_id: int, inputs: lis
     else:  # the executor asks again and answers GetInputDimRange with its code
         log.warning("GetInputDimRanges on %s failed: %s", device.name,
                     code_name(ranges.returnCode))
-    built = BuiltModel(device, model_id, [copy_desc(d) for d in inputs], [copy_desc(d) for d in outputs],
+    built = BuiltModel(device, model_id, [copy_desc(d) for d in inputs],
+                       [copy_desc(d) for d in outputs],
                        mins, maxs, lowered, client=client, config=config, source=source,
                        cache=contents, digest=digest)
-    finalizer = weakref.finalize(built, release_prepared, client, model_id, device.name)
+    finalizer = weakref.finalize(built, release_model, client, model_id, device.name)
     finalizer.atexit = False  # at exit the session ends, and with it the prepared model
     built.release = finalizer  # calling it releases now (once)
     return built
-
-
-def copy_desc(desc: IODesc) -> IODesc:
-    return IODesc(desc.name, desc.data_type, list(desc.shape), desc.format)
-
-
-def release_prepared(client: DriverClient, model_id: int, name: str) -> None:
-    """ReleasePreparedModel, when nothing (compilation, executor) holds the BuiltModel any more."""
-    if not client.alive:
-        return
-    try:
-        reply = client.release_prepared_model(model_id)
-    except DriverGone:
-        return
-    except Exception:  # called from a finalizer: never raise
-        log.exception("releasing prepared model %d on %s failed", model_id, name)
-        return
-    if reply.returnCode != NNRT_SUCCESS:
-        log.warning("ReleasePreparedModel %d on %s failed: %s", model_id, name,
-                    code_name(reply.returnCode))
 
 
 @contextmanager

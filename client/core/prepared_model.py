@@ -101,8 +101,8 @@ class PreparedModel:
         # releases it when nothing holds it any more); dropped when the executor is released.
         self.built: BuiltModel | None = built
         self.device = built.device
-        self.inputs = [_copy_io(d) for d in built.inputs]
-        self.outputs = [_copy_io(d) for d in built.outputs]
+        self.inputs = [copy_desc(d) for d in built.inputs]
+        self.outputs = [copy_desc(d) for d in built.outputs]
         self._build_ranges = (built.min_dims, built.max_dims)
         self.output_shapes: list[list[int]] = [list(d.shape) for d in built.outputs]
         self.on_run_done: Callable[..., Any] | None = None
@@ -244,7 +244,7 @@ class PreparedModel:
             self.output_shapes = [list(s) for s in shapes]
 
 
-def _copy_io(desc: IODesc) -> IODesc:
+def copy_desc(desc: IODesc) -> IODesc:
     return IODesc(desc.name, desc.data_type, list(desc.shape), desc.format)
 
 
@@ -257,15 +257,19 @@ def release_memory(client: DriverClient, memory: Any) -> None:
     memory.release_in_sessions()
 
 
-def release_model(client: DriverClient, model_id: int) -> None:
-    """ReleasePreparedModel of a model this executor prepared (nothing if the driver died)."""
+def release_model(client: DriverClient, model_id: int, device_name: str = "") -> None:
+    """ReleasePreparedModel (nothing if the driver died). Never raises: also called from a
+    finalizer, when nothing (compilation, executor) holds a BuiltModel any more."""
     if not client.alive:
         return
+    where = f" on {device_name}" if device_name else ""
     try:
         reply = client.release_prepared_model(model_id)
     except DriverGone:
         return
+    except Exception:
+        log.exception("releasing prepared model %d%s failed", model_id, where)
+        return
     if reply.returnCode != NNRT_SUCCESS:
-        log.warning("ReleasePreparedModel %d failed: %s", model_id, code_name(reply.returnCode))
-
-
+        log.warning("ReleasePreparedModel %d%s failed: %s", model_id, where,
+                    code_name(reply.returnCode))

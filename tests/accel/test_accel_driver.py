@@ -104,6 +104,7 @@ def test_identity_capabilities_and_spec(npu, accel_driver):
     assert npu.get_device_status().status == ht.AVAILABLE
 
 
+@pytest.mark.multiprocess
 def test_a_bad_spec_exits_1_naming_the_key(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text(DEFAULT_SPEC_TEXT.replace("launch_seconds", "launch_secs"))
@@ -215,6 +216,7 @@ def _priority_round(runtime_dir: Path, name: str) -> tuple[dict, dict[str, str]]
         driver.stop()
 
 
+@pytest.mark.multiprocess
 def test_high_priority_waits_at_most_one_node(tmp_path):
     """A HIGH run waits at most for the LOW node in progress (+ 2 ms). The bound assumes a
     host that computes faster than the simulated chip: on a machine busy with other work a
@@ -234,6 +236,7 @@ def test_high_priority_waits_at_most_one_node(tmp_path):
                 f"{rounds}")
 
 
+@pytest.mark.multiprocess
 def test_busy_beyond_the_queue_depth(tmp_path):
     driver = start_driver(tmp_path / "rt", "accel", "--spec",
                           str(spec_file(tmp_path, busy_queue_depth=1)))
@@ -266,6 +269,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.multiprocess
 def test_device_memory_is_a_hard_limit(tmp_path):
     mib = 1 << 20
     driver = start_driver(tmp_path / "rt", "accel", "--spec",

@@ -293,6 +293,7 @@ def saved(tmp_path_factory) -> Path:
     return model_file.save_model(mlp().handle, tmp_path_factory.mktemp("models") / "mlp.nnrt")
 
 
+@pytest.mark.multiprocess
 def test_compile_tool_float16(saved, tmp_path, spec) -> None:
     out = tmp_path / "mlp.npubin"
     done = compiler(saved, "-o", out, "--float16")
@@ -308,6 +309,7 @@ def loaded_graph_nodes(path: Path, spec) -> tuple:
     return offline.load_offline(path.read_bytes(), spec).graph.nodes
 
 
+@pytest.mark.multiprocess
 def test_compile_tool_refuses_float32_without_float16(saved, tmp_path) -> None:
     out = tmp_path / "mlp.npubin"
     done = compiler(saved, "-o", out)
@@ -316,6 +318,7 @@ def test_compile_tool_refuses_float32_without_float16(saved, tmp_path) -> None:
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.multiprocess
 def test_compile_tool_default_output_and_int8(tmp_path, spec) -> None:
     path = model_file.save(int8_fc(), tmp_path / "qfc.nnrt")
     done = compiler(path)
@@ -323,6 +326,7 @@ def test_compile_tool_default_output_and_int8(tmp_path, spec) -> None:
     assert offline.load_offline((tmp_path / "qfc.npubin").read_bytes(), spec).graph.name == "qfc"
 
 
+@pytest.mark.multiprocess
 def test_compile_tool_spec(saved, tmp_path, spec, other_spec) -> None:
     toml = tmp_path / "other.toml"
     toml.write_text(DEFAULT_SPEC_TEXT.replace('name = "npu-sim-default"',
@@ -335,6 +339,7 @@ def test_compile_tool_spec(saved, tmp_path, spec, other_spec) -> None:
     assert "compiled for spec" in refusal(out.read_bytes(), spec)
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("case", ["no-args", "missing-model", "garbage-model", "bad-spec",
                                   "missing-spec"])
 def test_compile_tool_bad_usage_exits_2(case, saved, tmp_path) -> None:
@@ -351,6 +356,7 @@ def test_compile_tool_bad_usage_exits_2(case, saved, tmp_path) -> None:
     assert not (tmp_path / "x.npubin").exists()
 
 
+@pytest.mark.multiprocess
 def test_compile_tool_unwritable_output_exits_1(saved, tmp_path) -> None:
     done = compiler(saved, "-o", tmp_path / "no" / "dir" / "x.npubin", "--float16")
     assert done.returncode == 1 and "cannot write" in done.stderr
@@ -359,6 +365,7 @@ def test_compile_tool_unwritable_output_exits_1(saved, tmp_path) -> None:
 # -- `nnrt compile` ------------------------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_nnrt_compile(saved, tmp_path, capfd, spec) -> None:
     from nnrt.client import cli
 
@@ -377,6 +384,7 @@ def test_nnrt_compile(saved, tmp_path, capfd, spec) -> None:
     assert info.value.code == 2
 
 
+@pytest.mark.multiprocess
 def test_nnrt_compile_as_a_command(saved, tmp_path) -> None:
     out = tmp_path / "cmd.npubin"
     done = subprocess.run([sys.executable, "-m", "nnrt.client.cli", "compile", str(saved),

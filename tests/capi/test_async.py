@@ -322,6 +322,7 @@ def test_sync_run_whose_driver_dies_returns_promptly(slow_driver):
     capi.OH_NNTensor_Destroy(tout)
 
 
+@pytest.mark.multiprocess
 def test_executor_works_again_once_the_device_is_back(runtime_dir, monkeypatch):
     driver = start_driver(runtime_dir)
     with use_runtime(monkeypatch, runtime_dir):

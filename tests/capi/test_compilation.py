@@ -585,6 +585,7 @@ def test_driver_prepare_failure_fails_build(broken, model) -> None:
     assert capi.OH_NNCompilation_Build(compilation_on(model, feature_id("prepare"))) == FAILED
 
 
+@pytest.mark.multiprocess
 def test_driver_dying_during_build_is_a_connection_exception(runtime_dir, monkeypatch,
                                                              model) -> None:
     driver = start_driver(runtime_dir, "cpu", "--fault-exit-on-prepare", "1")

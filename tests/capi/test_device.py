@@ -124,6 +124,7 @@ def test_a_failing_type_query_is_unavailable_device(kinds_rt) -> None:
 # -- IDs across restarts -----------------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_ids_are_stable_across_a_driver_crash(runtime_dir, monkeypatch) -> None:
     driver = start_driver(runtime_dir)
     try:
@@ -143,6 +144,7 @@ def test_ids_are_stable_across_a_driver_crash(runtime_dir, monkeypatch) -> None:
         driver.stop()
 
 
+@pytest.mark.multiprocess
 def test_ids_depend_on_the_socket_name(runtime_dir, monkeypatch) -> None:
     """The same device served under another socket name is another driver instance."""
     driver = start_driver(runtime_dir, name="another-name")

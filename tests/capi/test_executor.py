@@ -84,6 +84,7 @@ def test_construct_after_failed_build(rt):
     capi.OH_NNModel_Destroy(model)
 
 
+@pytest.mark.multiprocess
 def test_construct_device_not_registered(runtime_dir, monkeypatch):
     from tests.conftest import start_driver
 

@@ -218,6 +218,7 @@ def test_one_re_prepare_per_executor_however_many_threads(driver):
 # -- RunAsync ----------------------------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_runs_in_flight_at_the_crash_then_run_async_after_the_restart(runtime_dir, monkeypatch):
     """In flight at the SIGKILL: NN_OnServiceDied then NN_OnRunDone(CONNECTION_EXCEPTION).
     While down: refused with CONNECTION_EXCEPTION. After the restart: RunAsync succeeds."""

@@ -334,6 +334,7 @@ def test_destroy_while_a_view_is_alive(rt) -> None:
     del array, view
 
 
+@pytest.mark.multiprocess
 def test_destroy_when_the_device_is_gone(runtime_dir, monkeypatch) -> None:
     driver = start_driver(runtime_dir)
     try:

@@ -47,6 +47,7 @@ def driver_exit(*args: str) -> subprocess.CompletedProcess:
 # -- device choice ---------------------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_an_unknown_device_index_exits_1_listing_the_devices(tmp_path):
     done = driver_exit("--cl-device", "7:7", "--runtime-dir", str(tmp_path))
     assert done.returncode == 1
@@ -54,6 +55,7 @@ def test_an_unknown_device_index_exits_1_listing_the_devices(tmp_path):
     assert "OpenCL devices found: 0:0" in done.stderr and "--cl-device P:D" in done.stderr
 
 
+@pytest.mark.multiprocess
 def test_the_default_needs_a_gpu_and_says_how_to_pick_another(tmp_path):
     if any(f.is_gpu for f in found_devices()):
         pytest.skip("this machine has an OpenCL GPU: the default choice would serve it")
@@ -62,6 +64,7 @@ def test_the_default_needs_a_gpu_and_says_how_to_pick_another(tmp_path):
     assert "no OpenCL device of type GPU" in done.stderr and "--cl-device any" in done.stderr
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("args", [("--cl-device", "gpu0"), ("--cl-device", "1:"),
                                   ("--cl-device", ":1")])
 def test_a_malformed_choice_exits_1(tmp_path, args):
@@ -69,6 +72,7 @@ def test_a_malformed_choice_exits_1(tmp_path, args):
     assert done.returncode == 1 and "is not gpu, any or P:D" in done.stderr
 
 
+@pytest.mark.multiprocess
 def test_gpu_options_belong_to_the_gpu_driver(tmp_path):
     done = subprocess.run([sys.executable, "-m", "nnrt.server", "cpu", "--cl-device", "any",
                            "--runtime-dir", str(tmp_path)], capture_output=True, text=True,
@@ -109,6 +113,7 @@ def test_mlp_matches_numpy(gpu):
     np.testing.assert_allclose(probs, reference(x), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.multiprocess
 def test_cache_round_trip_through_a_new_driver_builds_no_program(tmp_path):
     runtime = tmp_path / "rt"
     first = start_driver(runtime, "gpu", *ANY)
@@ -190,6 +195,7 @@ def test_a_cpu_drivers_cache_is_refused(gpu, client):
 # -- device memory -----------------------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_a_model_beyond_device_memory_is_refused_and_the_rest_keeps_working(tmp_path):
     driver = start_driver(tmp_path / "rt", "gpu", *ANY, "--gpu-memory-mb", "1")
     try:
@@ -287,6 +293,7 @@ def test_dynamic_batches_are_specialised_and_the_oldest_dropped(gpu, gpu_driver)
     assert gpu.release_prepared_model(model_id).returnCode == NNRT_SUCCESS
 
 
+@pytest.mark.multiprocess
 def test_a_run_whose_shape_does_not_fit_fails_and_smaller_ones_keep_working(tmp_path):
     driver = start_driver(tmp_path / "rt", "gpu", *ANY, "--gpu-memory-mb", "1")
     try:

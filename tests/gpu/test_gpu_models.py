@@ -74,6 +74,7 @@ def _device_id(kind: OH_NN_DeviceType) -> int:
     raise AssertionError(f"no {kind.name} device")
 
 
+@pytest.mark.multiprocess
 def test_killing_the_gpu_driver_leaves_the_cpu_executors_working(tmp_path, monkeypatch):
     runtime_dir = tmp_path / "rt"
     cpu = start_driver(runtime_dir, "cpu")

@@ -8,6 +8,8 @@ import configparser
 import shlex
 from pathlib import Path
 
+import pytest
+
 from nnrt.server.devmgr_config import load_config, parse_config
 from tests.devmgr_util import config_text, start_devmgr
 
@@ -22,6 +24,7 @@ def test_the_shipped_gpu_configuration_parses():
     assert drivers["gpu"].option_args() == ["--cl-device", "gpu"]
 
 
+@pytest.mark.multiprocess
 def test_the_device_manager_runs_a_driver_of_each_kind(tmp_path):
     text = (DEPLOY / "devmgr-all.toml").read_text().replace('cl-device = "gpu"',
                                                             'cl-device = "any"')

@@ -149,6 +149,7 @@ def test_a_library_that_fails_its_check_is_not_used() -> None:
         assert blas._self_checked(blas._BLAS) is blas._BLAS
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("value, direct", [("0", False), ("1", True)])
 def test_environment_switch(value: str, direct: bool) -> None:
     code = ("from nnrt.drivers.cpu import blas; import numpy as np; "

@@ -259,6 +259,7 @@ def test_an_unknown_engine_is_refused():
 # -- the driver process -----------------------------------------------------------------------
 
 
+@pytest.mark.multiprocess
 def test_the_driver_serves_either_engine_and_reports_it(tmp_path):
     ort = start_driver(tmp_path / "a", "cpu", "--engine", "ort", "--threads", "1")
     numpy_driver = start_driver(tmp_path / "b", "cpu", "--engine", "numpy")
@@ -271,6 +272,7 @@ def test_the_driver_serves_either_engine_and_reports_it(tmp_path):
     assert "CPU engine: ort (1 intra-op threads)" in ort.log()
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("args, message", [
     (["gpu", "--engine", "ort"], "--engine and --threads are options of the cpu driver"),
     (["cpu", "--threads", "0"], "--threads must be > 0"),
