@@ -62,6 +62,8 @@ class NNRtError(Exception):
                 **kwargs: Any) -> NNRtError:
         if cls is NNRtError:  # NNRtError(code, ...) is the subclass of that code
             cls = _BY_CODE.get(code, NNRtError)
+        if issubclass(cls, MemoryError):  # (MemoryError.__new__ takes its own type only)
+            return Exception.__new__(cls)
         return super().__new__(cls)
 
     def __init__(self, code: int | str = -1, message: str = "", *, reason: str = "") -> None:
