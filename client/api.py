@@ -54,7 +54,8 @@ from nnrt.client.capi._objects import last_failure
 from nnrt.client.capi.tensor import io_bytes
 from nnrt.client.core import execution
 from nnrt.client.core.device import find_device, registry
-from nnrt.client.core.errors import InvalidParameter, NNRtError
+from nnrt.client.core.driver import DriverGone
+from nnrt.client.core.errors import ConnectionLost, InvalidParameter, NNRtError
 from nnrt.client.core.execution import OutputsTooSmall
 from nnrt.client.core.prepared_model import DimRanges
 
@@ -971,11 +972,12 @@ class _IO:
 class _Pending:
     """An awaited RunAsync: its future, loop and tensors."""
 
-    __slots__ = ("future", "loop", "slot", "executor")
+    __slots__ = ("future", "loop", "slot", "executor", "run")
 
     def __init__(self, future: asyncio.Future, loop: asyncio.AbstractEventLoop, slot: _Slot,
                  executor: Executor) -> None:
         self.future, self.loop, self.slot, self.executor = future, loop, slot, executor
+        self.run: execution.AsyncRun | None = None
 
 
 class Executor:
@@ -996,10 +998,6 @@ class Executor:
         # (shape, dtype) accepted, and the output shapes of the last input shapes.
         self._accepted: list[tuple | None] = [None] * len(self.inputs)
         self._planned: tuple[tuple[Shape, ...], list[Shape]] | None = None
-        _check(capi.OH_NNExecutor_SetOnRunDone(self._handle, _on_run_done),
-               "OH_NNExecutor_SetOnRunDone")
-        _check(capi.OH_NNExecutor_SetOnServiceDied(self._handle, _on_service_died),
-               "OH_NNExecutor_SetOnServiceDied")
 
     def _ios(self, count_fn: Callable, desc_fn: Callable) -> list[_IO]:
         ios = []
@@ -1177,14 +1175,7 @@ class Executor:
         """The core's run of a filled slot; outputs too small for what the driver computed
         are resized to the shapes it reported and the run made again, once."""
         handle = self.handle
-        ranges = handle.dim_ranges()
-        if ranges.status == DimRanges.OK and len(ranges.mins) == len(arrays):
-            for i, (io, a) in enumerate(zip(self.inputs, arrays)):
-                if list(a.shape) != ranges.accepted[i]:
-                    why = ranges.violation(i, a.shape)
-                    if why is not None:
-                        raise InvalidParameter(f"input {i} ({io.name}): {why}")
-                    ranges.accepted[i] = list(a.shape)
+        self._check_ranges(handle, arrays)
         try:
             execution.run(handle, slot.inputs, slot.outputs, timeout, io_bytes)
             return
@@ -1196,25 +1187,54 @@ class Executor:
         self._planned = (slot.fitted, shapes)
         execution.run(handle, slot.inputs, slot.outputs, timeout, io_bytes)
 
+    def _check_ranges(self, handle: capi.OH_NNExecutor, arrays: Sequence[np.ndarray]) -> None:
+        """Input shapes within the ranges the device publishes (InvalidParameter naming the
+        dimension otherwise); what passed once is not checked again."""
+        ranges = handle.dim_ranges()
+        if ranges.status == DimRanges.OK and len(ranges.mins) == len(arrays):
+            for i, (io, a) in enumerate(zip(self.inputs, arrays)):
+                if list(a.shape) != ranges.accepted[i]:
+                    why = ranges.violation(i, a.shape)
+                    if why is not None:
+                        raise InvalidParameter(f"input {i} ({io.name}): {why}")
+                    ranges.accepted[i] = list(a.shape)
+
     async def run_async(self, *inputs: Any, timeout: float | None = None, **named: Any) -> Any:
-        """`await` a run from asyncio (OH_NNExecutor_RunAsync); the event loop is free while
-        the device computes. `timeout` in seconds: NNRtError(OH_NN_TIMEOUT) past it."""
+        """`await` a run from asyncio (the core's asynchronous runtime, as RunAsync); the
+        event loop is free while the device computes. `timeout` in seconds: RunTimeout past
+        it. Cancelling the awaiting task has the driver abandon the run; its tensors are
+        reused only once the driver has answered."""
         loop = asyncio.get_running_loop()
         arrays = self._arrays(inputs, named)
         slot = self._acquire(arrays)
         future: asyncio.Future = loop.create_future()
         pending = _Pending(future, loop, slot, self)
         try:
-            code = capi.OH_NNExecutor_RunAsync(self.handle, slot.inputs, len(slot.inputs),
-                                               slot.outputs, len(slot.outputs),
-                                               _ms(timeout), pending)
+            handle = self.handle
+            self._check_ranges(handle, arrays)
+            try:
+                client, model_id = handle.session()
+            except DriverGone as exc:
+                raise ConnectionLost(f"{handle.device.name}: {exc}") from None
+            if not handle.enter():
+                raise InvalidParameter("the executor is closed")
+            try:
+                run = execution.AsyncRun(handle, client, model_id, slot.inputs, slot.outputs,
+                                         len(slot.outputs), _ms(timeout), pending, _on_run_done,
+                                         _on_service_died, io_bytes)
+            except BaseException:
+                handle.leave()
+                raise
         except BaseException:
             slot.busy = False
             raise
-        if code != OH_NN_ReturnCode.OH_NN_SUCCESS:
-            slot.busy = False
-            raise NNRtError(code, "OH_NNExecutor_RunAsync refused the run")
-        return await future
+        pending.run = run
+        execution.start(run)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            run.cancel()
+            raise
 
     __call__ = run
 
@@ -1282,7 +1302,10 @@ def _on_run_done(user_data: Any, code: int, outputs: list, count: int) -> None:
                 pending.future.set_exception(exc)
         else:
             slot.busy = False
-            pending.future.set_exception(NNRtError(code, "the run failed"))
+            run = pending.run
+            error = run.error if run is not None and run.error is not None else \
+                NNRtError(code, "the run failed")
+            pending.future.set_exception(error)
 
     try:
         pending.loop.call_soon_threadsafe(complete)

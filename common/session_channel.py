@@ -25,6 +25,13 @@ socket). The handshake and messages (JSON objects, one per packet):
    is the run's deadline, after which the driver abandons it as it does at a gRPC
    deadline. A request that does not fit in a packet goes over gRPC.
 
+6. `{"op": "cancel", "seq": s, "run": r}` → `{"seq": s, "returnCode": 0, "cancelled": bool}`:
+   the Run of seq r in flight in this session is abandoned at the driver's next check
+   between operators, as at its deadline (`cancelled`: whether one was in flight; a run that
+   just finished is not an error). The Run is still answered (NNRT_TIME_OUT when abandoned,
+   its result when it finished first), so the client knows when the driver is done with its
+   buffers. An nnrt addition beyond HDI, for cancelled asynchronous runs.
+
 A malformed message gets `{"seq": s, "returnCode": 3}` (NNRT_INVALID_PARAMETER) and one log
 line; fds attached to a message that takes none are closed. Every packet is answered or
 the session closed: a Run packet shorter than its header (whose seq cannot be read) gets

@@ -309,9 +309,10 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
             return _refusal("Run", "no session", exc, pb.RunReply)
         return self.run_in_session(session, request, context.is_active)
 
-    def run_packet(self, session: Session, payload: bytes, deadline: float | None) -> bytes:
+    def run_packet(self, session: Session, payload: bytes, deadline: float | None,
+                   cancelled: Callable[[], bool] = lambda: False) -> bytes:
         """Run as the session channel carries it (common/session_channel.py): bytes in and
-        out, the caller's timeout as a deadline."""
+        out, the caller's timeout as a deadline, `cancelled()` its cancel."""
         try:
             request = pb.RunRequest.FromString(payload)
         except Exception as exc:  # protobuf's DecodeError
@@ -320,9 +321,9 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
             error = DriverError(NNRT_INVALID_PARAMETER, f"undecodable RunRequest: {exc}")
             return _refusal("Run", f"session {session.id}", error, pb.RunReply).SerializeToString()
         if deadline is None:
-            caller_active = lambda: True  # noqa: E731
+            caller_active = lambda: not cancelled()  # noqa: E731
         else:
-            caller_active = lambda: time.monotonic() < deadline  # noqa: E731
+            caller_active = lambda: time.monotonic() < deadline and not cancelled()  # noqa: E731
         reply = self.run_in_session(session, request, caller_active, payload)
         if isinstance(reply, bytes):
             return reply

@@ -211,8 +211,9 @@ class SessionRegistry:
             return list(self._by_token.values())
 
 
-# Serves one Run packet of a session: (session, RunRequest bytes, deadline) -> RunReply bytes.
-RunHandler = Callable[[Session, bytes, "float | None"], bytes]
+# Serves one Run packet of a session: (session, RunRequest bytes, deadline, cancelled) ->
+# RunReply bytes; `cancelled()` says whether the client has cancelled the run since.
+RunHandler = Callable[[Session, bytes, "float | None", Callable[[], bool]], bytes]
 QuickCheck = Callable[[Session, bytes], bool]
 
 # RunReply bytes of the refusals the channel itself answers.
@@ -315,6 +316,8 @@ class _Connection:
         self.session = session
         self.policy = policy
         self.runs = 0
+        self.in_flight: dict[int, int] = {}  # Run seq -> how many with that seq are in flight
+        self.cancelled: set[int] = set()  # seqs of Runs in flight the client cancelled
         self.busy_refused = 0  # Runs answered NNRT_DEVICE_BUSY in the current episode
         self.ended = False
         self.registered = False  # in the selector (selector thread only)
@@ -326,7 +329,7 @@ class _Connection:
         self._queued_bytes = 0
         self._wake = wake
 
-    def begin_run(self) -> str:
+    def begin_run(self, seq: int) -> str:
         """"ok" (counted in flight), "busy" (at the session's cap) or "ended"."""
         with self.lock:
             if self.ended:
@@ -334,11 +337,26 @@ class _Connection:
             if self.runs >= self.policy.max_runs_per_session:
                 return "busy"
             self.runs += 1
+            self.in_flight[seq] = self.in_flight.get(seq, 0) + 1
             return "ok"
 
-    def end_run(self) -> None:
+    def cancel(self, seq: int) -> bool:
+        """Mark the Run `seq` cancelled; False when none of that seq is in flight. (Bounded:
+        only seqs in flight are kept, at most max_runs_per_session of them.)"""
+        with self.lock:
+            if seq not in self.in_flight:
+                return False
+            self.cancelled.add(seq)
+            return True
+
+    def end_run(self, seq: int) -> None:
         with self.lock:
             self.runs -= 1
+            left = self.in_flight.pop(seq, 1) - 1
+            if left > 0:
+                self.in_flight[seq] = left
+            else:
+                self.cancelled.discard(seq)
             close = self.ended and self.runs == 0
         if close:
             self.sock.close()
@@ -669,8 +687,24 @@ class SessionChannelServer:
             connection.send(channel.encode_message(
                 {"seq": None, "returnCode": NNRT_INVALID_PARAMETER}))
             return
+        if message.get("op") == "cancel":
+            channel.close_fds(fds)
+            connection.send(channel.encode_message(self._cancel(connection, message)))
+            return
         reply, out_fds = self._handle(session, message, fds)
         connection.send(channel.encode_message(reply), out_fds)
+
+    @staticmethod
+    def _cancel(connection: _Connection, message: dict[str, Any]) -> dict[str, Any]:
+        seq, run = message.get("seq"), message.get("run")
+        if not isinstance(run, int) or isinstance(run, bool) or not 0 <= run < 1 << 64:
+            log.warning("session %d: cancel refused: NNRT_INVALID_PARAMETER: run must be the "
+                        "seq of a Run (an integer), not %r", connection.session.id, run)
+            return {"seq": seq, "returnCode": NNRT_INVALID_PARAMETER}
+        cancelled = connection.cancel(run)
+        if cancelled:
+            log.info("session %d: Run %d cancelled by its client", connection.session.id, run)
+        return {"seq": seq, "returnCode": NNRT_SUCCESS, "cancelled": cancelled}
 
     def _start_run(self, connection: _Connection, data: bytes) -> None:
         session = connection.session
@@ -683,7 +717,7 @@ class SessionChannelServer:
             return
         seq, timeout_ms = header.unpack_from(data, 1)
         deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
-        state = "stopping" if self._intake_closed else connection.begin_run()
+        state = "stopping" if self._intake_closed else connection.begin_run(seq)
         if state == "busy":
             connection.busy_refused += 1
             if connection.busy_refused == 1:
@@ -710,23 +744,25 @@ class SessionChannelServer:
         try:
             self._workers.submit(self._run, connection, seq, deadline, payload)
         except RuntimeError:  # the pool is shut down: the driver is stopping
-            self._run_finished(connection)
+            self._run_finished(connection, seq)
             self._send_run_reply(connection, seq, _FORBIDDEN)
 
     def _run(self, connection: _Connection, seq: int, deadline: float | None,
              payload: bytes) -> None:
+        cancelled = connection.cancelled
         try:
             try:
-                reply = self._run_handler(connection.session, payload, deadline)
+                reply = self._run_handler(connection.session, payload, deadline,
+                                          lambda: seq in cancelled)
             except Exception:  # the handler never raises; answer regardless
                 log.exception("session %d: Run failed unexpectedly", connection.session.id)
                 reply = _FAILED
             self._send_run_reply(connection, seq, reply)
         finally:
-            self._run_finished(connection)
+            self._run_finished(connection, seq)
 
-    def _run_finished(self, connection: _Connection) -> None:
-        connection.end_run()
+    def _run_finished(self, connection: _Connection, seq: int) -> None:
+        connection.end_run(seq)
         with self._runs_done:
             self._runs -= 1
             self._runs_done.notify_all()

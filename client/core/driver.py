@@ -186,6 +186,39 @@ def _check_peer(sock: socket.socket, session_path: Path, grpc_path: Path) -> Non
             f"(mode {st.st_mode:o}, owner uid {st.st_uid}); nothing was sent to it")
 
 
+class RunTicket:
+    """A handle on one Run in flight, to cancel it from another thread (`cancel`). A cancel
+    that comes before the run has reached the driver takes effect as soon as it has."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.cancelled = False
+        self._target: tuple[DriverClient, int] | None = None
+
+    def started(self, client: DriverClient, seq: int) -> None:
+        with self._lock:
+            self._target = (client, seq)
+            cancel = self.cancelled
+        if cancel:
+            self._send(client, seq)
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self.cancelled:
+                return
+            self.cancelled = True
+            target = self._target
+        if target is not None:
+            self._send(*target)
+
+    @staticmethod
+    def _send(client: DriverClient, seq: int) -> None:
+        try:
+            client.cancel_run(seq)
+        except DriverGone:
+            pass  # the driver is gone, and the run with it
+
+
 class DriverClient:
     """A session with one driver. Thread-safe."""
 
@@ -497,17 +530,20 @@ class DriverClient:
                           pb.PreparedModelRef(preparedModelId=model_id))
 
     def run(self, model_id: int, inputs: Sequence[ht.IOTensor | bytes],
-            outputs: Sequence[ht.IOTensor | bytes], timeout: float | None = None) -> pb.RunReply:
+            outputs: Sequence[ht.IOTensor | bytes], timeout: float | None = None,
+            ticket: RunTicket | None = None) -> pb.RunReply:
         """Run over the session channel (the fast path; see common/session_channel.py).
 
         Each tensor is an IOTensor, or its serialized bytes (what a caller that runs the same
         tensors again keeps: nothing to build per run). `timeout` (seconds) is the run's
         deadline: TimeoutError then, and the driver abandons the run between operators.
-        DriverGone when the driver dies meanwhile.
+        DriverGone when the driver dies meanwhile. `ticket.cancel()`, from any thread, has
+        the driver abandon the run as at its deadline; the call still returns the driver's
+        reply (when the driver is done with the run's buffers).
         """
         data = run_request_bytes(model_id, inputs, outputs)
         if _RUN_OVERHEAD + len(data) > channel.MAX_PACKET:
-            return self.run_grpc(model_id, inputs, outputs, timeout)
+            return self.run_grpc(model_id, inputs, outputs, timeout, ticket)
         timeout_ms = 0 if timeout is None else max(1, math.ceil(timeout * 1000))
         seq = next(self._seq)
         waiter = _Waiter()
@@ -522,6 +558,8 @@ class DriverClient:
             if self._dead.is_set():
                 raise self._gone() from exc
             raise DriverGone(f"session channel: {exc}") from exc
+        if ticket is not None:
+            ticket.started(self, seq)
         if not waiter.wait(timeout):
             self._waiters.pop(seq, None)
             raise TimeoutError(f"Run exceeded {timeout} s")
@@ -529,10 +567,19 @@ class DriverClient:
             raise self._gone()
         return pb.RunReply.FromString(waiter.reply)
 
+    def cancel_run(self, seq: int) -> bool:
+        """Have the driver abandon the Run `seq` of this session (True when it was in flight
+        there); the run's caller still gets the driver's reply. DriverGone if unreachable."""
+        reply, fds = self._session_request({"op": "cancel", "run": seq})
+        channel.close_fds(fds)
+        return reply.get("returnCode") == NNRT_SUCCESS and bool(reply.get("cancelled"))
+
     def run_grpc(self, model_id: int, inputs: Sequence[ht.IOTensor | bytes],
                  outputs: Sequence[ht.IOTensor | bytes],
-                 timeout: float | None = None) -> pb.RunReply:
-        """Run through the gRPC IPreparedModel service; `timeout` is the gRPC deadline."""
+                 timeout: float | None = None, ticket: RunTicket | None = None) -> pb.RunReply:
+        """Run through the gRPC IPreparedModel service; `timeout` is the gRPC deadline. A
+        `ticket` does not cancel it (a cancelled gRPC call would not say when the driver is
+        done with the buffers): such a run ends at its end or its deadline."""
         return self._call(self.prepared.Run,
                           pb.RunRequest(preparedModelId=model_id, inputs=_messages(inputs),
                                         outputs=_messages(outputs)),

@@ -23,7 +23,7 @@ from typing import Any
 
 __all__ = ["OH_NN_ReturnCode", "NNRtError", "Failed", "InvalidParameter", "OutOfMemory",
            "OperationForbidden", "NullPointer", "InvalidFile", "InvalidPath", "RunTimeout",
-           "Unsupported", "ConnectionLost", "SaveCacheFailed", "DynamicShape", "DeviceNotFound",
+           "Unsupported", "ConnectionLost", "SaveCacheFailed", "DynamicShape", "DeviceNotFound", "RunCancelled",
            "DeviceUnavailable", "error_class", "DriverGone", "UntrustedDriver"]
 
 
@@ -99,6 +99,10 @@ def _rebuild(code: int, message: str, reason: str) -> NNRtError:
 
 class Failed(NNRtError):
     code_value = OH_NN_ReturnCode.OH_NN_FAILED
+
+
+class RunCancelled(Failed):
+    """The run was cancelled by its caller and the driver abandoned it."""
 
 
 class DeviceNotFound(Failed, LookupError):

@@ -40,10 +40,10 @@ from nnrt.common.errors import NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, code_name
 from nnrt.protos import hdi_types_pb2 as ht
 
 from .buffer import BufferNotShared, SharedMemory
-from .driver import DriverClient, DriverGone
+from .driver import DriverClient, DriverGone, RunTicket
 from .errors import (OH_NN_CONNECTION_EXCEPTION, OH_NN_SUCCESS, OH_NN_TIMEOUT,
                      OH_NN_UNAVAILABLE_DEVICE, ConnectionLost, DeviceUnavailable, Failed,
-                     InvalidParameter, NNRtError, OH_NN_ReturnCode, RunTimeout)
+                     InvalidParameter, NNRtError, OH_NN_ReturnCode, RunCancelled, RunTimeout)
 from .prepared_model import PreparedModel
 
 log = logging.getLogger(__name__)
@@ -121,10 +121,12 @@ def output_shapes(reply: Any, output_count: int) -> list[list[int]]:
 
 
 def run(model: PreparedModel, inputs: Sequence[Any], outputs: Sequence[Any],
-        timeout: float | None, describe: Describe) -> list[list[int]]:
+        timeout: float | None, describe: Describe,
+        ticket: RunTicket | None = None) -> list[list[int]]:
     """Run once on the calling thread and wait, with a deadline of `timeout` seconds (None:
     none; RunTimeout past it, and the driver abandons the run). The tensors are checked by the
-    caller. Returns the output shapes (also stored in the output tensors and the model)."""
+    caller. Returns the output shapes (also stored in the output tensors and the model).
+    `ticket.cancel()` from another thread: RunCancelled once the driver has abandoned it."""
     if not model.enter():
         raise InvalidParameter("the model is closed")
     try:
@@ -133,7 +135,7 @@ def run(model: PreparedModel, inputs: Sequence[Any], outputs: Sequence[Any],
             # after a driver restart, the tensors' memfds are registered with the new session
             ios_in = [describe(t, client) for t in inputs]
             ios_out = [describe(t, client) for t in outputs]
-            reply = client.run(model_id, ios_in, ios_out, timeout)
+            reply = client.run(model_id, ios_in, ios_out, timeout, ticket)
         except DriverGone as exc:
             raise ConnectionLost(f"{model.device.name}: {exc}") from None
         except TimeoutError:
@@ -141,6 +143,8 @@ def run(model: PreparedModel, inputs: Sequence[Any], outputs: Sequence[Any],
                              "was told to abandon the run") from None
         except BufferNotShared as exc:
             raise Failed(f"{model.device.name}: a tensor's memory: {exc}") from None
+        if ticket is not None and ticket.cancelled and reply.returnCode != NNRT_SUCCESS:
+            raise RunCancelled(f"{model.device.name}: the run was cancelled")
         shapes = output_shapes(reply, len(outputs))
         model.store_output_shapes(outputs, shapes)
         return shapes
@@ -152,11 +156,12 @@ def run(model: PreparedModel, inputs: Sequence[Any], outputs: Sequence[Any],
 
 
 class AsyncRun:
-    """One accepted RunAsync: completes exactly once."""
+    """One accepted asynchronous run: completes exactly once. `error` is why it failed (the
+    exception a synchronous run would raise), `cancel()` has the driver abandon it."""
 
     __slots__ = ("executor", "client", "model_id", "inputs", "outputs", "ios_in", "ios_out",
                  "count", "deadline", "timeout_ms", "user_data", "on_done", "on_died",
-                 "_lock", "done", "__weakref__")
+                 "_lock", "done", "error", "ticket", "__weakref__")
 
     def __init__(self, executor: PreparedModel, client: DriverClient, model_id: int,
                  inputs: list, outputs: list, count: int, timeout_ms: int,
@@ -177,6 +182,14 @@ class AsyncRun:
         self.on_died = on_died
         self._lock = threading.Lock()
         self.done = False
+        self.error: NNRtError | None = None
+        self.ticket = RunTicket()
+
+    def cancel(self) -> None:
+        """Have the driver abandon the run (from any thread). It still completes once, when
+        the driver has answered — with RunCancelled (OH_NN_FAILED) unless it finished first —
+        so that its tensors are not reused while the driver may write them."""
+        self.ticket.cancel()
 
     def claim(self) -> bool:
         """True for the one caller that decides the outcome."""
@@ -187,8 +200,10 @@ class AsyncRun:
         _untrack(self)
         return True
 
-    def deliver(self, code: int, died: bool = False) -> None:
+    def deliver(self, code: int, died: bool = False, error: NNRtError | None = None) -> None:
         """Call the callbacks (once, after a successful claim) and let the executor go."""
+        if code != OH_NN_SUCCESS:
+            self.error = error or NNRtError(code, f"{self.executor.device.name}: the run failed")
         try:
             if died and self.on_died is not None:
                 try:
@@ -213,7 +228,8 @@ class AsyncRun:
         if remaining <= 0:
             return  # the deadline thread completes it
         try:
-            reply = self.client.run(self.model_id, self.ios_in, self.ios_out, timeout=remaining)
+            reply = self.client.run(self.model_id, self.ios_in, self.ios_out, timeout=remaining,
+                                    ticket=self.ticket)
         except TimeoutError:
             if self.claim():
                 self._timed_out()
@@ -222,7 +238,8 @@ class AsyncRun:
             died = self.client.wait_dead(_DEATH_CONFIRM_S)
             if self.claim():
                 log.warning("OH_NNExecutor_RunAsync on %s: %s", self.executor.device.name, exc)
-                self.deliver(OH_NN_CONNECTION_EXCEPTION, died=died)
+                self.deliver(OH_NN_CONNECTION_EXCEPTION, died=died,
+                             error=ConnectionLost(f"{self.executor.device.name}: {exc}"))
             return
         except Exception:
             log.exception("OH_NNExecutor_RunAsync: the run failed unexpectedly")
@@ -234,8 +251,10 @@ class AsyncRun:
         try:
             shapes = output_shapes(reply, self.count)
         except NNRtError as exc:
+            if self.ticket.cancelled:
+                exc = RunCancelled(f"{self.executor.device.name}: the run was cancelled")
             log.warning("OH_NNExecutor_RunAsync: %s", exc.message)
-            self.deliver(exc.code)
+            self.deliver(exc.code, error=exc)
             return
         self.executor.store_output_shapes(self.outputs, shapes)
         self.deliver(OH_NN_SUCCESS)
@@ -246,14 +265,16 @@ class AsyncRun:
             _callbacks().submit(self._timed_out)
 
     def _timed_out(self) -> None:
-        log.warning("OH_NNExecutor_RunAsync on %s: no result within %d ms; the driver was told "
-                    "to abandon the run", self.executor.device.name, self.timeout_ms)
-        self.deliver(OH_NN_TIMEOUT)
+        message = (f"{self.executor.device.name}: no result within {self.timeout_ms} ms; the "
+                   "driver was told to abandon the run")
+        log.warning("OH_NNExecutor_RunAsync on %s", message)
+        self.deliver(OH_NN_TIMEOUT, error=RunTimeout(message))
 
     def service_died(self) -> None:
         """On the client's watcher thread: the driver is gone."""
         if self.claim():
-            _callbacks().submit(self.deliver, OH_NN_CONNECTION_EXCEPTION, True)
+            _callbacks().submit(self.deliver, OH_NN_CONNECTION_EXCEPTION, True,
+                                ConnectionLost(f"{self.executor.device.name}: the driver died"))
 
 
 class _Deadlines:

@@ -1,0 +1,162 @@
+"""Cancelling a run in flight (the session channel's cancel op, an nnrt addition): the driver
+abandons it as at its deadline and still answers it, so the client reuses its buffers only
+once the driver is done; through the HDI client, the core and the Pythonic API's asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from nnrt.client import Model
+from nnrt.client.core import errors, execution
+from nnrt.client.core.compiler import compile_model
+from nnrt.client.core.device import DeviceRegistry, find_device
+from nnrt.client.core.driver import RunTicket
+from nnrt.client.core.execution import Binding, describe_binding
+from nnrt.client.core.prepared_model import PreparedModel
+from nnrt.common import session_channel as channel
+from nnrt.common.errors import NNRT_INVALID_PARAMETER, NNRT_SUCCESS, NNRT_TIME_OUT
+from nnrt.common.hdi_model import IODesc, LoweredModel
+from nnrt.protos import hdi_types_pb2 as ht
+from tests.capi.util_capi import use_runtime
+from tests.conftest import start_driver, wait_until
+from tests.helpers.hdi_models import add_model, io
+
+pytestmark = pytest.mark.multiprocess
+
+DELAY_MS = 5000  # every run of the slow driver sleeps this long, honouring cancellation
+
+
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory):
+    driver = start_driver(tmp_path_factory.mktemp("cancel") / "rt", "cpu",
+                          "--fault-run-delay-ms", str(DELAY_MS))
+    yield driver
+    driver.stop()
+
+
+def _run_in_thread(target) -> tuple[threading.Thread, list]:
+    result: list = []
+
+    def body() -> None:
+        try:
+            result.append(target())
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            result.append(exc)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    return thread, result
+
+
+def test_a_cancelled_run_is_abandoned_and_still_answered(slow):
+    with slow.client() as client:
+        model_id = add_model().prepare(client)
+        _, x = client.allocate_buffer(16)
+        _, y = client.allocate_buffer(16)
+        ticket = RunTicket()
+        abandoned = _abandoned(slow)
+        started = time.monotonic()
+        thread, result = _run_in_thread(
+            lambda: client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=30.0, ticket=ticket))
+        assert wait_until(lambda: ticket._target is not None, 5.0)
+        time.sleep(0.1)
+        ticket.cancel()
+        thread.join(5.0)
+        assert not thread.is_alive()
+        assert result[0].returnCode == NNRT_TIME_OUT  # the driver's answer: abandoned
+        assert time.monotonic() - started < DELAY_MS / 1000 / 2
+        assert wait_until(lambda: "cancelled by its client" in slow.log(), 2.0)
+        assert _abandoned(slow) > abandoned
+        x.close(), y.close()
+
+
+def test_a_cancel_before_the_run_reaches_the_driver_takes_effect_when_it_does(slow):
+    with slow.client() as client:
+        model_id = add_model().prepare(client)
+        _, x = client.allocate_buffer(16)
+        _, y = client.allocate_buffer(16)
+        ticket = RunTicket()
+        ticket.cancel()
+        started = time.monotonic()
+        reply = client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=30.0, ticket=ticket)
+        assert reply.returnCode == NNRT_TIME_OUT
+        assert time.monotonic() - started < DELAY_MS / 1000 / 2
+        x.close(), y.close()
+
+
+def test_cancelling_what_is_not_in_flight_is_no_error_and_bad_ones_are_refused(slow):
+    with slow.client() as client:
+        assert client.cancel_run(12345) is False  # finished, or never sent: nothing to do
+        for bad in ("7", None, -1, True, 1 << 64, 1.5):
+            reply, fds = client._session_request({"op": "cancel", "run": bad})
+            channel.close_fds(fds)
+            assert reply["returnCode"] == NNRT_INVALID_PARAMETER, bad
+        assert client.get_device_name().returnCode == NNRT_SUCCESS  # still served
+    assert "cancel refused: NNRT_INVALID_PARAMETER" in slow.log()
+
+
+def _dynamic_add() -> LoweredModel:
+    from nnrt.common.hdi_model import HdiModelBuilder
+    from nnrt.protos import node_attrs_pb2 as na
+
+    b = HdiModelBuilder("add")
+    x = b.input("x", np.float32, [4])
+    y = b.tensor("y", np.float32, [4])
+    b.node(na.NODE_TYPE_ADD_FUSION, [x, b.constant("one", np.ones(4, np.float32))], [y])
+    b.mark_outputs(y)
+    return LoweredModel(b, [IODesc("x", 11, [4], 0)], [IODesc("y", 11, [4], 0)])
+
+
+def test_the_cores_run_raises_run_cancelled(slow):
+    registry = DeviceRegistry(slow.runtime_dir)
+    try:
+        device = find_device(registry.devices(), "cpu")
+        client = device.client()
+        model = PreparedModel(compile_model(device, client, ht.ModelConfig(), _dynamic_add()),
+                              client)
+        _, xm = client.allocate_buffer(16)
+        _, ym = client.allocate_buffer(16)
+        x = Binding(xm, "x", ht.DATA_TYPE_FLOAT32, [4], ht.FORMAT_NONE, 16)
+        y = Binding(ym, "y", ht.DATA_TYPE_FLOAT32, [4], ht.FORMAT_NONE)
+        ticket = RunTicket()
+        thread, result = _run_in_thread(
+            lambda: execution.run(model, [x], [y], 30.0, describe_binding, ticket))
+        assert wait_until(lambda: ticket._target is not None, 5.0)
+        ticket.cancel()
+        thread.join(5.0)
+        assert isinstance(result[0], errors.RunCancelled)
+        assert result[0].code == errors.OH_NN_FAILED and "cancelled" in str(result[0])
+        model.close()
+    finally:
+        registry.close()
+
+
+def test_cancelling_an_awaited_run_has_the_driver_abandon_it(slow, monkeypatch):
+    with use_runtime(monkeypatch, slow.runtime_dir), Model() as m:
+        x = m.input([4])
+        m.outputs(m.add(x, 1.0))
+        with m.compile("cpu") as compiled, compiled.executor() as ex:
+
+            async def cancelled_then_again() -> float:
+                task = asyncio.ensure_future(ex.run_async(np.zeros(4, np.float32), timeout=30))
+                await asyncio.sleep(0.3)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                return time.monotonic()
+
+            abandoned = _abandoned(slow)
+            began = time.monotonic()
+            asyncio.run(cancelled_then_again())
+            # the driver abandoned the run at once (not after its 5 s delay)
+            assert wait_until(lambda: _abandoned(slow) > abandoned, 3.0)
+            assert time.monotonic() - began < DELAY_MS / 1000
+
+
+def _abandoned(driver) -> int:
+    return driver.log().count("abandoned during its injected delay")
