@@ -27,7 +27,7 @@ from nnrt.protos import admin_pb2_grpc as rpc
 from nnrt.server import buffers
 from nnrt.server.device import Device
 from nnrt.common.errors import HDF_ERR_INVALID_PARAM, HDF_ERR_NOPERM, NNRT_FAILED
-from nnrt.common.faults import Faults, faults_from_proto, faults_to_proto
+from nnrt.common.faults import faults_from_proto, faults_to_proto
 from nnrt.server.faults import FaultInjection
 from nnrt.server.sessions import SessionRegistry
 from nnrt.server.stats import LATENCY_BUCKETS, RunStats

@@ -37,7 +37,6 @@ import signal
 import threading
 import time
 
-from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.device import CancelCheck
 from nnrt.common.errors import NNRT_DEVICE_BUSY, NNRT_TIME_OUT, DriverError
 from nnrt.common.faults import Faults

@@ -48,7 +48,7 @@ from prometheus_client.registry import Collector
 from nnrt.protos import admin_pb2 as admin_pb
 from nnrt.protos import admin_pb2_grpc
 from nnrt.server.devmgr import STATES
-from nnrt.common.devmgr_cli import DEFAULT_HOST, DEFAULT_PORT, parse_address  # noqa: F401 (API)
+from nnrt.common.devmgr_cli import parse_address
 from nnrt.common.runtime_dir import grpc_socket
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import pytest
 
 from nnrt.client.cli import build_parser
 from nnrt.client.core.driver import DriverClient
-from nnrt.server import metrics
+from nnrt.common import devmgr_cli
 from nnrt.common.errors import NNRT_SUCCESS
 from nnrt.server.stats import LATENCY_BUCKETS, RunStats
 from tests.devmgr_util import WAIT, config_text, start_devmgr
@@ -27,20 +27,20 @@ from tests.helpers.metrics import metrics_port, scrape, value
 
 @pytest.mark.parametrize("text, expected", [
     ("127.0.0.1:9100", ("127.0.0.1", 9100)),
-    ("0.0.0.0", ("0.0.0.0", metrics.DEFAULT_PORT)),
+    ("0.0.0.0", ("0.0.0.0", devmgr_cli.DEFAULT_PORT)),
     (":0", ("127.0.0.1", 0)),
     ("localhost:9720", ("localhost", 9720)),
     ("[::1]:9721", ("::1", 9721)),
-    ("[::]", ("::", metrics.DEFAULT_PORT)),
+    ("[::]", ("::", devmgr_cli.DEFAULT_PORT)),
 ])
 def test_metrics_addresses(text, expected):
-    assert metrics.parse_address(text) == expected
+    assert devmgr_cli.parse_address(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "::1:9720", "host:http", "host:70000", "[::1", "[x]:1"])
 def test_bad_metrics_addresses_are_usage_errors(text, capsys):
     with pytest.raises(ValueError):
-        metrics.parse_address(text)
+        devmgr_cli.parse_address(text)
     with pytest.raises(SystemExit) as exc:
         build_parser().parse_args(["devmgr", "--metrics-address", text])
     assert exc.value.code == 2 and "--metrics-address" in capsys.readouterr().err

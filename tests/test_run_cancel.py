@@ -53,11 +53,16 @@ def _run_in_thread(target) -> tuple[threading.Thread, list]:
     return thread, result
 
 
+def _add(client):
+    """The add model prepared in `client`'s session, and its input and output buffers."""
+    _, x = client.allocate_buffer(16)
+    _, y = client.allocate_buffer(16)
+    return add_model().prepare(client), x, y
+
+
 def test_a_cancelled_run_is_abandoned_and_still_answered(slow):
     with slow.client() as client:
-        model_id = add_model().prepare(client)
-        _, x = client.allocate_buffer(16)
-        _, y = client.allocate_buffer(16)
+        model_id, x, y = _add(client)
         ticket = RunTicket()
         abandoned = _abandoned(slow)
         started = time.monotonic()
@@ -77,9 +82,7 @@ def test_a_cancelled_run_is_abandoned_and_still_answered(slow):
 
 def test_a_cancel_before_the_run_reaches_the_driver_takes_effect_when_it_does(slow):
     with slow.client() as client:
-        model_id = add_model().prepare(client)
-        _, x = client.allocate_buffer(16)
-        _, y = client.allocate_buffer(16)
+        model_id, x, y = _add(client)
         ticket = RunTicket()
         ticket.cancel()
         started = time.monotonic()
