@@ -998,6 +998,8 @@ class Executor:
         # (shape, dtype) accepted, and the output shapes of the last input shapes.
         self._accepted: list[tuple | None] = [None] * len(self.inputs)
         self._planned: tuple[tuple[Shape, ...], list[Shape]] | None = None
+        # The input shapes last found within the device's ranges (while those ranges hold).
+        self._within_ranges: tuple[DimRanges, tuple[Shape, ...]] | None = None
 
     def _ios(self, count_fn: Callable, desc_fn: Callable) -> list[_IO]:
         ios = []
@@ -1191,13 +1193,17 @@ class Executor:
         """Input shapes within the ranges the device publishes (InvalidParameter naming the
         dimension otherwise); what passed once is not checked again."""
         ranges = handle.dim_ranges()
-        if ranges.status == DimRanges.OK and len(ranges.mins) == len(arrays):
-            for i, (io, a) in enumerate(zip(self.inputs, arrays)):
-                if list(a.shape) != ranges.accepted[i]:
-                    why = ranges.violation(i, a.shape)
-                    if why is not None:
-                        raise InvalidParameter(f"input {i} ({io.name}): {why}")
-                    ranges.accepted[i] = list(a.shape)
+        if ranges.status != DimRanges.OK or len(ranges.mins) != len(arrays):
+            return
+        shapes = tuple([a.shape for a in arrays])
+        known = self._within_ranges
+        if known is not None and known[0] is ranges and known[1] == shapes:
+            return
+        for i, (io, shape) in enumerate(zip(self.inputs, shapes)):
+            why = ranges.violation(i, shape)
+            if why is not None:
+                raise InvalidParameter(f"input {i} ({io.name}): {why}")
+        self._within_ranges = (ranges, shapes)
 
     async def run_async(self, *inputs: Any, timeout: float | None = None, **named: Any) -> Any:
         """`await` a run from asyncio (the core's asynchronous runtime, as RunAsync); the
