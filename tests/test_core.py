@@ -201,3 +201,20 @@ def test_a_run_on_a_killed_driver_is_connection_lost(driver):
     finally:
         model.close()
         registry.close()
+
+
+def test_an_execution_sizes_its_outputs_by_the_drivers_shapes(shared_driver):
+    registry, model = _compiled(shared_driver.runtime_dir, _dynamic_add())
+    try:
+        x = np.arange(10, dtype=np.float32)
+        run = execution.Execution(model, [x])
+        assert run.output_sizes == [4]  # a dynamic output starts at one element
+        shapes = run.run(5.0)
+        assert shapes == [[10]] and run.output_sizes == [40]  # resized, run again
+        np.testing.assert_array_equal(run.results(shapes)[0], x + 1)
+        assert run.run(5.0) == [[10]]  # big enough now: one run
+        run.close()
+        assert run.memories == []
+    finally:
+        model.close()
+        registry.close()

@@ -163,3 +163,23 @@ def test_cancelling_an_awaited_run_has_the_driver_abandon_it(slow, monkeypatch):
 
 def _abandoned(driver) -> int:
     return driver.log().count("abandoned during its injected delay")
+
+
+def test_an_execution_is_cancelled_from_another_thread(slow):
+    registry = DeviceRegistry(slow.runtime_dir)
+    try:
+        device = find_device(registry.devices(), "cpu")
+        client = device.client()
+        model = PreparedModel(compile_model(device, client, ht.ModelConfig(), _dynamic_add()),
+                              client)
+        run = execution.Execution(model, [np.zeros(4, np.float32)])
+        thread, result = _run_in_thread(lambda: run.run(30.0))
+        assert wait_until(lambda: run._ticket is not None and run._ticket._target is not None,
+                          5.0)
+        run.cancel()
+        thread.join(5.0)
+        assert isinstance(result[0], errors.RunCancelled)
+        run.close()
+        model.close()
+    finally:
+        registry.close()

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import re
 import time
@@ -54,17 +53,14 @@ import numpy as np
 from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK,
                                          EXIT_UNREACHABLE, EXIT_USAGE, add_common_arguments,
                                          print_json, say, table)
-from nnrt.client.core import execution
-from nnrt.client.core.buffer import SharedMemory
 from nnrt.client.core.compiler import check_capabilities, compile_model
 from nnrt.client.core.device import Device, DeviceRegistry, find_device
 from nnrt.client.core.driver import DriverClient, DriverGone
 from nnrt.client.core.embedded import DISABLE_ENV, embedded_disabled, find_or_start
 from nnrt.client.core.errors import DeviceNotFound, NNRtError, RunTimeout
-from nnrt.client.core.execution import Binding, OutputsTooSmall, describe_binding
+from nnrt.client.core.execution import Execution
 from nnrt.client.core.prepared_model import DimRanges, PreparedModel
 from nnrt.common import model_file
-from nnrt.common.errors import NNRT_SUCCESS, code_name
 from nnrt.common.hdi_model import IODesc, LoweredModel
 from nnrt.common.runtime_dir import ENV as RUNTIME_ENV
 from nnrt.common.runtime_dir import driver_names, runtime_dir
@@ -362,9 +358,6 @@ class Prepared:
                 from None
         self.prepare_ms = (time.perf_counter() - started) * 1000
         self.model = PreparedModel(self.built, self.client)
-        self.in_tensors = [lowered.hdi.tensors[i] for i in lowered.hdi.inputs]
-        self.out_tensors = [lowered.hdi.tensors[i] for i in lowered.hdi.outputs]
-        self.out_dtypes = [model_file.dtype_of(d) for d in lowered.outputs]
 
     def check_dim_ranges(self, arrays: Sequence[np.ndarray]) -> None:
         """Dynamic dimensions against the device's GetInputDimRanges (exit 2 outside them)."""
@@ -376,95 +369,44 @@ class Prepared:
             if why is not None:
                 raise CommandError(EXIT_USAGE, f"input {i} ({desc.name!r}): {why}")
 
-    def allocate(self, size: int) -> SharedMemory:
-        code, memory = self.client.allocate_buffer(max(size, 1))
-        if code != NNRT_SUCCESS or memory is None:
-            raise CommandError(EXIT_FAILURE, f"AllocateBuffer of {size} bytes failed: "
-                                             f"{code_name(code)}")
-        return memory
-
-    def output_sizes(self) -> list[int]:
-        """Output buffer sizes to start from: exact for static outputs, one element for a
-        dynamic one (a run that finds one too small is made again with outputs of the shapes
-        the driver reports)."""
-        return [max(1, math.prod(d for d in desc.shape if d >= 0)) * dtype.itemsize
-                for desc, dtype in zip(self.lowered.outputs, self.out_dtypes)]
-
     def close(self) -> None:
         self.model.close()
         self.built.release()
 
 
 class RunSlot:
-    """The input and output buffers of one run in flight, in the driver's session."""
+    """One run in flight: the core's Execution (client/core/execution.py: its own buffers,
+    outputs resized to the shapes the driver reports), its failures as the command's exit."""
 
     def __init__(self, prepared: Prepared, arrays: Sequence[np.ndarray],
                  output_sizes: Sequence[int] | None = None) -> None:
-        self.prepared = prepared
-        self.memories: list[SharedMemory] = []
-        self.inputs = []
-        for array, tensor in zip(arrays, prepared.in_tensors):
-            memory = self._allocate(array.nbytes)
-            if array.nbytes:
-                memory.view(0, array.nbytes)[:] = array.reshape(-1).view(np.uint8)
-            self.inputs.append(Binding(memory, tensor.name, tensor.dataType, list(array.shape),
-                                       tensor.format, array.nbytes))
-        self.out_memories: list[SharedMemory] = []
-        self.outputs: list[Binding] = []
-        self._make_outputs(output_sizes or prepared.output_sizes())
-
-    def _allocate(self, size: int) -> SharedMemory:
-        memory = self.prepared.allocate(size)
-        self.memories.append(memory)
-        return memory
-
-    def _make_outputs(self, sizes: Sequence[int]) -> None:
-        self.out_memories = [self._allocate(size) for size in sizes]
-        self.outputs = [Binding(m, t.name, t.dataType, list(t.dims), t.format)
-                        for t, m in zip(self.prepared.out_tensors, self.out_memories)]
+        try:
+            self.execution = Execution(prepared.model, arrays, output_sizes)
+        except DriverGone as exc:
+            raise CommandError(EXIT_FAILURE, str(exc)) from None
+        except NNRtError as exc:
+            raise CommandError(EXIT_FAILURE, exc.message) from None
 
     @property
     def output_sizes(self) -> list[int]:
-        return [m.size for m in self.out_memories]
+        return self.execution.output_sizes
 
     def run(self, timeout_ms: int) -> list[list[int]]:
-        """One run by the core; the output shapes. Outputs too small (dynamic shapes) are
-        made the size of the shapes the driver reports and the run made again, once.
-        CommandError (exit 1) when the run fails or times out, with the driver's reason."""
+        """One run; the output shapes. CommandError (exit 1) when it fails or times out,
+        with the driver's reason."""
         try:
-            try:
-                return self._run(timeout_ms)
-            except OutputsTooSmall as exc:
-                sizes = [math.prod(s) * dt.itemsize
-                         for s, dt in zip(exc.shapes, self.prepared.out_dtypes)]
-            self._release(self.out_memories)
-            self._make_outputs(sizes)
-            return self._run(timeout_ms)
+            return self.execution.run(timeout_ms / 1000)
         except RunTimeout:
             raise CommandError(EXIT_FAILURE, f"the run did not finish within {timeout_ms} ms") \
                 from None
         except NNRtError as exc:
             raise CommandError(EXIT_FAILURE, exc.message) from None
 
-    def _run(self, timeout_ms: int) -> list[list[int]]:
-        return execution.run(self.prepared.model, self.inputs, self.outputs, timeout_ms / 1000,
-                             describe_binding)
-
     def read_outputs(self, shapes: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        return [m.array(dtype, shape).copy()
-                for m, dtype, shape in zip(self.out_memories, self.prepared.out_dtypes, shapes)]
-
-    def _release(self, memories: Sequence[SharedMemory]) -> None:
-        client = self.prepared.client
-        for memory in memories:
-            if client.alive:
-                with contextlib.suppress(DriverGone):
-                    client.release_buffer(memory)
-            memory.close()
-            self.memories.remove(memory)
+        return self.execution.results(shapes)
 
     def close(self) -> None:
-        self._release(list(self.memories))
+        self.execution.close()
 
 
 def finish(exc: CommandError, as_json: bool) -> int:

@@ -25,9 +25,11 @@ shared-memory tensor.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
+import math
 import queue
 import threading
 import time
@@ -36,14 +38,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from nnrt.common.errors import NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, code_name
+from nnrt.common.hdi_model import DATA_TYPES, hdi_format
 from nnrt.protos import hdi_types_pb2 as ht
 
 from .buffer import BufferNotShared, SharedMemory
 from .driver import DriverClient, DriverGone, RunTicket
 from .errors import (OH_NN_CONNECTION_EXCEPTION, OH_NN_SUCCESS, OH_NN_TIMEOUT,
                      OH_NN_UNAVAILABLE_DEVICE, ConnectionLost, DeviceUnavailable, Failed,
-                     InvalidParameter, NNRtError, OH_NN_ReturnCode, RunCancelled, RunTimeout)
+                     InvalidParameter, NNRtError, OH_NN_ReturnCode, OutOfMemory, RunCancelled,
+                     RunTimeout)
 from .prepared_model import PreparedModel
 
 log = logging.getLogger(__name__)
@@ -150,6 +156,90 @@ def run(model: PreparedModel, inputs: Sequence[Any], outputs: Sequence[Any],
         return shapes
     finally:
         model.leave()
+
+
+class Execution:
+    """Runs of a PreparedModel over shared buffers of its own: inputs copied in once from
+    arrays, outputs sized from the compiled shapes (a dynamic dimension: 1) and resized to
+    the shapes the driver reports when they were too small; a run waits on the calling
+    thread (`run`) and can be cancelled from another (`cancel`). What `nnrt run` and
+    `nnrt bench` run; the C and Pythonic APIs bind tensors of their own."""
+
+    def __init__(self, model: PreparedModel, arrays: Sequence[np.ndarray],
+                 output_sizes: Sequence[int] | None = None) -> None:
+        self.model = model
+        self.client, _ = model.session()
+        self.memories: list[SharedMemory] = []
+        self.inputs: list[Binding] = []
+        self.outputs: list[Binding] = []
+        self.output_dtypes = [DATA_TYPES[d.data_type][1] for d in model.outputs]
+        self._ticket: RunTicket | None = None
+        try:
+            for desc, array in zip(model.inputs, arrays):
+                memory = self._allocate(array.nbytes)
+                if array.nbytes:
+                    memory.view(0, array.nbytes)[:] = array.reshape(-1).view(np.uint8)
+                self.inputs.append(Binding(memory, desc.name, DATA_TYPES[desc.data_type][0],
+                                           list(array.shape), hdi_format(desc.format),
+                                           array.nbytes))
+            self._make_outputs(output_sizes or [
+                max(1, math.prod(d for d in desc.shape if d >= 0)) * dtype.itemsize
+                for desc, dtype in zip(model.outputs, self.output_dtypes)])
+        except BaseException:
+            self.close()
+            raise
+
+    def _allocate(self, size: int) -> SharedMemory:
+        code, memory = self.client.allocate_buffer(max(size, 1))
+        if code != NNRT_SUCCESS or memory is None:
+            raise OutOfMemory(f"{self.model.device.name}: AllocateBuffer of {size} bytes "
+                              f"failed: {code_name(code)}")
+        self.memories.append(memory)
+        return memory
+
+    def _make_outputs(self, sizes: Sequence[int]) -> None:
+        self.outputs = [Binding(self._allocate(size), desc.name, DATA_TYPES[desc.data_type][0],
+                                list(desc.shape), hdi_format(desc.format))
+                        for desc, size in zip(self.model.outputs, sizes)]
+
+    @property
+    def output_sizes(self) -> list[int]:
+        return [b.memory.size for b in self.outputs]
+
+    def run(self, timeout: float | None) -> list[list[int]]:
+        """One run (deadline `timeout` seconds); the output shapes. Outputs too small are
+        made the size of the driver's shapes and the run made again, once."""
+        self._ticket = ticket = RunTicket()
+        try:
+            return run(self.model, self.inputs, self.outputs, timeout, describe_binding, ticket)
+        except OutputsTooSmall as exc:
+            sizes = [math.prod(s) * dtype.itemsize
+                     for s, dtype in zip(exc.shapes, self.output_dtypes)]
+        self._release([b.memory for b in self.outputs])
+        self._make_outputs(sizes)
+        return run(self.model, self.inputs, self.outputs, timeout, describe_binding, ticket)
+
+    def cancel(self) -> None:
+        """Have the driver abandon the run in flight (its `run` raises RunCancelled)."""
+        ticket = self._ticket
+        if ticket is not None:
+            ticket.cancel()
+
+    def results(self, shapes: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """Copies of the outputs of the last run, in `shapes` (what `run` returned)."""
+        return [b.memory.array(dtype, shape).copy()
+                for b, dtype, shape in zip(self.outputs, self.output_dtypes, shapes)]
+
+    def _release(self, memories: Sequence[SharedMemory]) -> None:
+        for memory in memories:
+            if self.client.alive:
+                with contextlib.suppress(DriverGone):
+                    self.client.release_buffer(memory)
+            memory.close()
+            self.memories.remove(memory)
+
+    def close(self) -> None:
+        self._release(list(self.memories))
 
 
 # -- asynchronous runs: the runtime's threads -----------------------------------------------------
