@@ -1209,9 +1209,22 @@ class Executor:
         """`await` a run from asyncio (the core's asynchronous runtime, as RunAsync); the
         event loop is free while the device computes. `timeout` in seconds: RunTimeout past
         it. Cancelling the awaiting task has the driver abandon the run; its tensors are
-        reused only once the driver has answered."""
-        loop = asyncio.get_running_loop()
+        reused only once the driver has answered. Outputs too small for what the driver
+        computed are resized to the shapes it reported and the run made again, once."""
         arrays = self._arrays(inputs, named)
+        try:
+            return await self._run_async(arrays, timeout)
+        except OutputsTooSmall as exc:
+            key = tuple([a.shape for a in arrays])
+            with self._lock:  # size the outputs of these input shapes by the driver's
+                self._planned = (key, [tuple(s) for s in exc.shapes])
+                for slot in self._slots:
+                    if slot.fitted == key:
+                        slot.fitted = None
+            return await self._run_async(arrays, timeout)
+
+    async def _run_async(self, arrays: Sequence[np.ndarray], timeout: float | None) -> Any:
+        loop = asyncio.get_running_loop()
         slot = self._acquire(arrays)
         future: asyncio.Future = loop.create_future()
         pending = _Pending(future, loop, slot, self)

@@ -398,6 +398,14 @@ def test_outputs_take_the_shapes_the_driver_reports(rt, tmp_path):
             assert y.shape == (4, batch)
             np.testing.assert_array_equal(y, np.ascontiguousarray(a.T))
 
+            async def awaited(batch=batch):
+                b = f32(batch + 1, 4)  # new input shapes: sized small again, then resized
+                return b, await ex.run_async(b)
+
+            b, z = asyncio.run(awaited())
+            assert z.shape == (4, batch + 1)
+            np.testing.assert_array_equal(z, np.ascontiguousarray(b.T))
+
 
 @pytest.mark.multiprocess
 def test_a_python_caller_sees_no_stray_stderr_lines(tmp_path):
