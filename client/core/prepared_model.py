@@ -56,7 +56,7 @@ class BuiltModel:
 
 
 class DimRanges:
-    """The answer to GetInputDimRanges, kept for the executor's lifetime (capi.md 1.43).
+    """The answer to GetInputDimRanges, kept for the prepared model's lifetime (capi.md 1.43).
 
     `accepted[i]`: the last shape of input i found within the ranges (a run whose input
     shapes did not change checks nothing again).
@@ -85,7 +85,6 @@ class DimRanges:
         return None
 
 
-
 class PreparedModel:
     """A compiled model on its device: the driver session that holds it, its I/O
     descriptors and input ranges, the last output shapes the driver reported. Thread-safe;
@@ -97,25 +96,23 @@ class PreparedModel:
     def __init__(self, built: BuiltModel, client: DriverClient) -> None:
         self.lock = threading.RLock()
         self.destroyed = False  # closed: every call refuses it
-        # Holding the BuiltModel keeps the compilation's prepared model alive (compilation.py
-        # releases it when nothing holds it any more); dropped when the executor is released.
+        # Holding the BuiltModel keeps the Build's prepared model alive (it is released when
+        # nothing holds it any more); dropped when this model is released.
         self.built: BuiltModel | None = built
         self.device = built.device
         self.inputs = [copy_desc(d) for d in built.inputs]
         self.outputs = [copy_desc(d) for d in built.outputs]
         self._build_ranges = (built.min_dims, built.max_dims)
         self.output_shapes: list[list[int]] = [list(d.shape) for d in built.outputs]
-        self.on_run_done: Callable[..., Any] | None = None
-        self.on_service_died: Callable[..., Any] | None = None
         self._client = client
         self._model_id = built.prepared_model_id
-        self._own_model = False  # True once this executor prepared the model itself
+        self._own_model = False  # True once this model was prepared again by itself
         self._session_lock = threading.Lock()  # one re-prepare at a time
         self._state_lock = threading.Lock()  # the session swap against _release
         # One entry per re-prepare after a driver restart: "cache" or "model" (its source).
         self.recoveries: list[str] = []
         self._ranges: DimRanges | None = None
-        self._active = 0  # runs using the executor's resources right now
+        self._active = 0  # runs using the model's resources right now
         self._released = False
 
     # -- the driver session ------------------------------------------------------------------
@@ -126,8 +123,8 @@ class PreparedModel:
         When the driver has died, a driver of the same device is looked for (a failed
         connect is immediate) and the model prepared there again — from the cache blob the
         Build kept when the driver supports a cache, else from the lowered model
-        (compilation.prepare_again). Without either (an executor whose compilation kept
-        neither) the executor stays unusable (the header: compile again).
+        (compiler.prepare_again). Without either (a Build that kept neither) the model stays
+        unusable (the header: compile again).
         """
         client = self._client
         if client.alive:
