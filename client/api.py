@@ -915,6 +915,21 @@ class Compiled:
 # -- execution ----------------------------------------------------------------------------------------
 
 
+@dataclass(eq=False)
+class _Inputs:
+    """Inputs of a run, and what runs with the same input shapes and data types need not
+    work out again: one memo per executor, the last inputs seen (others replace it)."""
+
+    arrays: list[np.ndarray]
+    key: tuple[tuple[Shape, np.dtype], ...]  # (shape, dtype) of each input, accepted
+    output_shapes: list[Shape] | None = None  # planned, or the driver's after a resize
+    ranges: DimRanges | None = None  # the device ranges these shapes were found within
+
+    @property
+    def shapes(self) -> tuple[Shape, ...]:
+        return tuple([shape for shape, _ in self.key])
+
+
 class _Slot:
     """One set of input and output NN_Tensors; reused while nobody holds its results."""
 
@@ -994,12 +1009,7 @@ class Executor:
                                  capi.OH_NNExecutor_CreateOutputTensorDesc)
         self._slots: list[_Slot] = []
         self._lock = threading.Lock()
-        # What runs with unchanged input shapes need not work out again: per input the last
-        # (shape, dtype) accepted, and the output shapes of the last input shapes.
-        self._accepted: list[tuple | None] = [None] * len(self.inputs)
-        self._planned: tuple[tuple[Shape, ...], list[Shape]] | None = None
-        # The input shapes last found within the device's ranges (while those ranges hold).
-        self._within_ranges: tuple[DimRanges, tuple[Shape, ...]] | None = None
+        self._memo: _Inputs | None = None  # the last inputs accepted (see _Inputs)
 
     def _ios(self, count_fn: Callable, desc_fn: Callable) -> list[_IO]:
         ios = []
@@ -1022,7 +1032,7 @@ class Executor:
 
     # -- tensors -----------------------------------------------------------------------------------
 
-    def _arrays(self, inputs: Sequence[Any], named: Mapping[str, Any]) -> list[np.ndarray]:
+    def _arrays(self, inputs: Sequence[Any], named: Mapping[str, Any]) -> _Inputs:
         values = list(inputs)
         if named:
             names = [io.name for io in self.inputs]
@@ -1035,11 +1045,11 @@ class Executor:
             raise NNRtError(OH_NN_ReturnCode.OH_NN_INVALID_PARAMETER,
                             f"the model takes {len(self.inputs)} input(s), got {len(values)}")
         arrays = [v if type(v) is np.ndarray else np.asarray(v) for v in values]
-        accepted = self._accepted
+        key = tuple([(a.shape, a.dtype) for a in arrays])
+        memo = self._memo
+        if memo is not None and memo.key == key:  # what the last run accepted
+            return _Inputs(arrays, key, memo.output_shapes, memo.ranges)
         for i, (io, a) in enumerate(zip(self.inputs, arrays)):
-            seen = accepted[i]
-            if seen is not None and seen[0] == a.shape and seen[1] == a.dtype:
-                continue  # what the last run accepted
             if a.ndim != len(io.shape) or any(d >= 0 and d != n for d, n in zip(io.shape, a.shape)):
                 raise NNRtError(OH_NN_ReturnCode.OH_NN_INVALID_PARAMETER,
                                 f"input {i} ({io.name}): shape {a.shape}, the model takes "
@@ -1047,17 +1057,22 @@ class Executor:
             if not np.can_cast(a.dtype, io.dtype, "same_kind"):
                 raise NNRtError(OH_NN_ReturnCode.OH_NN_INVALID_PARAMETER,
                                 f"input {i} ({io.name}): {a.dtype} cannot become {io.dtype}")
-            accepted[i] = (a.shape, a.dtype)
-        return arrays
+        inputs = _Inputs(arrays, key)
+        self._memo = inputs
+        return inputs
 
-    def _output_shapes(self, arrays: Sequence[np.ndarray], key: tuple[Shape, ...]) -> list[Shape]:
-        """The output shapes for these inputs (`key`: their shapes), worked out once per key."""
-        planned = self._planned
-        if planned is not None and planned[0] == key:
-            return planned[1]
-        shapes = self._infer_output_shapes(arrays)
-        self._planned = (key, shapes)
-        return shapes
+    def _remember(self, inputs: _Inputs) -> None:
+        """Keep what was worked out for these inputs for the next run with the same ones."""
+        memo = self._memo
+        if memo is not None and memo.key == inputs.key:
+            memo.output_shapes, memo.ranges = inputs.output_shapes, inputs.ranges
+
+    def _output_shapes(self, inputs: _Inputs) -> list[Shape]:
+        """The output shapes to size for these inputs, worked out once per input shapes."""
+        if inputs.output_shapes is None:
+            inputs.output_shapes = self._infer_output_shapes(inputs.arrays)
+            self._remember(inputs)
+        return inputs.output_shapes
 
     def _infer_output_shapes(self, arrays: Sequence[np.ndarray]) -> list[Shape]:
         """A first size for the outputs: the compiled shapes, dynamic dimensions from the
@@ -1071,7 +1086,7 @@ class Executor:
                       for s, ps in zip(shapes, planned)]
         return [tuple(d if d >= 0 else 1 for d in s) for s in shapes]
 
-    def _acquire(self, arrays: Sequence[np.ndarray]) -> _Slot:
+    def _acquire(self, inputs: _Inputs) -> _Slot:
         """A free slot with its inputs filled (the one copy) and outputs sized."""
         with self._lock:
             if self._handle is None:
@@ -1086,7 +1101,7 @@ class Executor:
             slot.busy = True
             slot.results = []
         try:
-            key = tuple([a.shape for a in arrays])
+            arrays, key = inputs.arrays, inputs.shapes
             fitted = slot.fitted == key  # its tensors are sized for these input shapes
             if not fitted:
                 slot.fitted = None
@@ -1094,7 +1109,7 @@ class Executor:
                                for i, (io, a) in enumerate(zip(self.inputs, arrays))]
             for t, io, a in zip(slot.inputs, self.inputs, arrays):
                 np.copyto(_view(t, io.dtype, a.shape), a, casting="same_kind")
-            shapes = self._output_shapes(arrays, key)
+            shapes = self._output_shapes(inputs)
             if fitted:
                 # big enough already; only the shape the driver wrote back may differ
                 for t, s in zip(slot.outputs, shapes):
@@ -1164,20 +1179,20 @@ class Executor:
         """Run once: numpy arrays (or anything numpy converts) in, by position or input name;
         one array out, or a tuple for several outputs. `timeout` in seconds, default
         DEFAULT_RUN_TIMEOUT (60): NNRtError(OH_NN_TIMEOUT) past it; None: no deadline."""
-        arrays = self._arrays(inputs, named)
-        slot = self._acquire(arrays)
+        given = self._arrays(inputs, named)
+        slot = self._acquire(given)
         try:
-            self._run(slot, arrays, timeout)
+            self._run(slot, given, timeout)
         except BaseException:
             slot.busy = False
             raise
         return self._results(slot)
 
-    def _run(self, slot: _Slot, arrays: Sequence[np.ndarray], timeout: float | None) -> None:
+    def _run(self, slot: _Slot, inputs: _Inputs, timeout: float | None) -> None:
         """The core's run of a filled slot; outputs too small for what the driver computed
         are resized to the shapes it reported and the run made again, once."""
         handle = self.handle
-        self._check_ranges(handle, arrays)
+        self._check_ranges(handle, inputs)
         try:
             execution.run(handle, slot.inputs, slot.outputs, timeout, io_bytes)
             return
@@ -1186,24 +1201,23 @@ class Executor:
         log.debug("outputs resized to the driver's shapes %s; running again", shapes)
         slot.outputs = [self._fit(slot.outputs, i, io, s)
                         for i, (io, s) in enumerate(zip(self.outputs, shapes))]
-        self._planned = (slot.fitted, shapes)
+        inputs.output_shapes = shapes
+        self._remember(inputs)
         execution.run(handle, slot.inputs, slot.outputs, timeout, io_bytes)
 
-    def _check_ranges(self, handle: capi.OH_NNExecutor, arrays: Sequence[np.ndarray]) -> None:
+    def _check_ranges(self, handle: capi.OH_NNExecutor, inputs: _Inputs) -> None:
         """Input shapes within the ranges the device publishes (InvalidParameter naming the
         dimension otherwise); what passed once is not checked again."""
         ranges = handle.dim_ranges()
-        if ranges.status != DimRanges.OK or len(ranges.mins) != len(arrays):
+        if inputs.ranges is ranges or ranges.status != DimRanges.OK or \
+                len(ranges.mins) != len(inputs.arrays):
             return
-        shapes = tuple([a.shape for a in arrays])
-        known = self._within_ranges
-        if known is not None and known[0] is ranges and known[1] == shapes:
-            return
-        for i, (io, shape) in enumerate(zip(self.inputs, shapes)):
+        for i, (io, shape) in enumerate(zip(self.inputs, inputs.shapes)):
             why = ranges.violation(i, shape)
             if why is not None:
                 raise InvalidParameter(f"input {i} ({io.name}): {why}")
-        self._within_ranges = (ranges, shapes)
+        inputs.ranges = ranges
+        self._remember(inputs)
 
     async def run_async(self, *inputs: Any, timeout: float | None = None, **named: Any) -> Any:
         """`await` a run from asyncio (the core's asynchronous runtime, as RunAsync); the
@@ -1211,26 +1225,26 @@ class Executor:
         it. Cancelling the awaiting task has the driver abandon the run; its tensors are
         reused only once the driver has answered. Outputs too small for what the driver
         computed are resized to the shapes it reported and the run made again, once."""
-        arrays = self._arrays(inputs, named)
+        given = self._arrays(inputs, named)
         try:
-            return await self._run_async(arrays, timeout)
+            return await self._run_async(given, timeout)
         except OutputsTooSmall as exc:
-            key = tuple([a.shape for a in arrays])
-            with self._lock:  # size the outputs of these input shapes by the driver's
-                self._planned = (key, [tuple(s) for s in exc.shapes])
+            given.output_shapes = [tuple(s) for s in exc.shapes]  # the driver's, from now on
+            self._remember(given)
+            with self._lock:  # slots sized for these input shapes are too small
                 for slot in self._slots:
-                    if slot.fitted == key:
+                    if slot.fitted == given.shapes:
                         slot.fitted = None
-            return await self._run_async(arrays, timeout)
+            return await self._run_async(given, timeout)
 
-    async def _run_async(self, arrays: Sequence[np.ndarray], timeout: float | None) -> Any:
+    async def _run_async(self, inputs: _Inputs, timeout: float | None) -> Any:
         loop = asyncio.get_running_loop()
-        slot = self._acquire(arrays)
+        slot = self._acquire(inputs)
         future: asyncio.Future = loop.create_future()
         pending = _Pending(future, loop, slot, self)
         try:
             handle = self.handle
-            self._check_ranges(handle, arrays)
+            self._check_ranges(handle, inputs)
             try:
                 client, model_id = handle.session()
             except DriverGone as exc:
