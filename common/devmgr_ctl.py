@@ -42,7 +42,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 
-from nnrt.common.runtime_dir import ensure_runtime_dir
+from .runtime_dir import ensure_runtime_dir
 
 log = logging.getLogger(__name__)
 

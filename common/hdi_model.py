@@ -18,8 +18,9 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.protos.generate import oneof_member
-from nnrt.common.dtypes import hdi_data_type
-from nnrt.common.errors import NNRT_SUCCESS, code_name
+
+from .dtypes import hdi_data_type
+from .errors import NNRT_SUCCESS, code_name
 
 
 class DriverSession(Protocol):

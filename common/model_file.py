@@ -52,11 +52,11 @@ from typing import Any
 
 import numpy as np
 
-from nnrt.common.hdi_model import DATA_TYPES, IODesc, LoweredModel, hdi_format
-from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
-from nnrt.common.dtypes import numpy_dtype
+
+from .dtypes import numpy_dtype
+from .hdi_model import DATA_TYPES, HdiModelBuilder, IODesc, LoweredModel, hdi_format
 
 __all__ = ["EXTENSION", "FORMAT_VERSION", "MAGIC", "dtype_of", "dumps", "load", "loads", "save",
            "save_model", "shape_text"]
