@@ -51,12 +51,13 @@ from nnrt.client.capi.enums import (
 )
 from nnrt.client.capi.operation_table import OPERATIONS, ParamSpec
 from nnrt.client.capi._objects import last_failure
-from nnrt.client.capi.tensor import io_bytes
 from nnrt.client.core import execution
 from nnrt.client.core.device import find_device, registry
 from nnrt.client.core.driver import DriverGone
-from nnrt.client.core.errors import ConnectionLost, InvalidParameter, NNRtError
-from nnrt.client.core.execution import OutputsTooSmall
+from nnrt.client.core.errors import ConnectionLost, InvalidParameter, NNRtError, OutOfMemory
+from nnrt.client.core.execution import Binding, OutputsTooSmall, describe_binding
+from nnrt.common.errors import code_name
+from nnrt.common.hdi_model import DATA_TYPES, hdi_format
 from nnrt.client.core.prepared_model import DimRanges
 
 __all__ = [
@@ -931,11 +932,12 @@ class _Inputs:
 
 
 class _Slot:
-    """One set of input and output NN_Tensors; reused while nobody holds its results."""
+    """One set of input and output tensors (the core's Bindings over shared memory of the
+    executor's driver session); reused while nobody holds its results."""
 
     def __init__(self) -> None:
-        self.inputs: list[capi.NN_Tensor | None] = []
-        self.outputs: list[capi.NN_Tensor | None] = []
+        self.inputs: list[Binding] = []
+        self.outputs: list[Binding] = []
         self.busy = False
         self.results: list[weakref.ref] = []
         # The input shapes its tensors were last sized for (None: size them again).
@@ -969,9 +971,8 @@ class _Slot:
             weakref.finalize(holder, one_gone).atexit = False  # at exit the session ends
 
     def destroy(self) -> None:
-        for t in (*self.inputs, *self.outputs):
-            if t is not None:
-                capi.OH_NNTensor_Destroy(t)
+        for binding in (*self.inputs, *self.outputs):
+            _release(binding)
         self.inputs, self.outputs = [], []
         self.fitted = None
 
@@ -1107,18 +1108,11 @@ class Executor:
                 slot.fitted = None
                 slot.inputs = [self._fit(slot.inputs, i, io, a.shape)
                                for i, (io, a) in enumerate(zip(self.inputs, arrays))]
-            for t, io, a in zip(slot.inputs, self.inputs, arrays):
-                np.copyto(_view(t, io.dtype, a.shape), a, casting="same_kind")
+            for b, io, a in zip(slot.inputs, self.inputs, arrays):
+                np.copyto(_view(b, io.dtype, a.shape), a, casting="same_kind")
             shapes = self._output_shapes(inputs)
-            if fitted:
-                # big enough already; only the shape the driver wrote back may differ
-                for t, s in zip(slot.outputs, shapes):
-                    desc = t.desc
-                    if s and tuple(desc.shape or ()) != s:
-                        _check(capi.OH_NNTensorDesc_SetShape(desc, list(s), len(s)),
-                               "OH_NNTensorDesc_SetShape")
-            else:
-                slot.outputs = [self._fit(slot.outputs, i, io, s)
+            if not fitted:
+                slot.outputs = [self._fit(slot.outputs, i, io, s, output=True)
                                 for i, (io, s) in enumerate(zip(self.outputs, shapes))]
                 slot.fitted = key
         except BaseException:
@@ -1126,45 +1120,39 @@ class Executor:
             raise
         return slot
 
-    def _fit(self, tensors: list, i: int, io: _IO, shape: Shape) -> capi.NN_Tensor:
-        """Tensor `i` of a slot, reshaped to `shape`, replaced when it is too small."""
+    def _fit(self, bindings: list[Binding], i: int, io: _IO, shape: Shape,
+             output: bool = False) -> Binding:
+        """Tensor `i` of a slot, reshaped to `shape`, replaced when it is too small. An
+        input's window is its bytes; an output's the whole buffer (room for the driver)."""
         need = max(1, math.prod(shape) * io.dtype.itemsize)
-        t = tensors[i] if i < len(tensors) else None
-        if t is not None:
-            code, size = capi.OH_NNTensor_GetSize(t)
-            if code == 0 and size >= need:
-                desc = capi.OH_NNTensor_GetTensorDesc(t)  # its own: the shape read, not copied
-                if shape and desc is not None and tuple(desc.shape or ()) != shape:
-                    _check(capi.OH_NNTensorDesc_SetShape(desc, list(shape), len(shape)),
-                           "OH_NNTensorDesc_SetShape")
-                return t
-            capi.OH_NNTensor_Destroy(t)
-        desc = capi.OH_NNTensorDesc_Create()
+        length = None if output else need
+        b = bindings[i] if i < len(bindings) else None
+        if b is not None:
+            if not b.memory.closed and b.memory.size >= need:
+                b.dims, b.length, b.shape = list(shape), length, None
+                b.forget()
+                return b
+            _release(b)
+        handle = self.handle
         try:
-            capi.OH_NNTensorDesc_SetDataType(desc, _OH_TYPES[io.dtype])
-            if shape:
-                capi.OH_NNTensorDesc_SetShape(desc, list(shape), len(shape))
-            capi.OH_NNTensorDesc_SetFormat(desc, io.format)
-            capi.OH_NNTensorDesc_SetName(desc, io.name)
-            return _call("OH_NNTensor_CreateWithSize", capi.OH_NNTensor_CreateWithSize,
-                         self._device_id(), desc, need)
-        finally:
-            capi.OH_NNTensorDesc_Destroy(desc)
-
-    def _device_id(self) -> int:
-        """The executor's device: tensors are made where the prepared model lives."""
-        return self.handle.device.id
+            client, _ = handle.session()  # the memory lives in the model's driver session
+        except DriverGone as exc:
+            raise ConnectionLost(f"{handle.device.name}: {exc}") from None
+        code, memory = client.allocate_buffer(need)
+        if code != 0 or memory is None:
+            raise OutOfMemory(f"{self.handle.device.name}: AllocateBuffer of {need} bytes "
+                              f"failed: {code_name(code)}")
+        return Binding(memory, io.name, DATA_TYPES[_OH_TYPES[io.dtype]][0], list(shape),
+                       hdi_format(io.format), length)
 
     def _results(self, slot: _Slot) -> Any:
         """Arrays over the output tensors' shared memory (no copy), in their actual shapes."""
         arrays = []
-        for t, io in zip(slot.outputs, self.outputs):
-            desc = capi.OH_NNTensor_GetTensorDesc(t)  # its own: the shape read, not copied
-            if desc is None:  # destroyed meanwhile: the executor was closed
-                raise NNRtError(OH_NN_ReturnCode.OH_NN_INVALID_PARAMETER,
-                                "the executor is closed")
-            array = _view(t, io.dtype, tuple(desc.shape or ()))
-            arrays.append(array)
+        for b, io in zip(slot.outputs, self.outputs):
+            if b.memory.closed:  # released meanwhile: the executor was closed
+                raise InvalidParameter("the executor is closed")
+            shape = tuple(b.shape if b.shape is not None else b.dims)
+            arrays.append(_view(b, io.dtype, shape))
         # Track what holds the shared pages: numpy's own memoryview under each array (it
         # outlives the array while slices or views of it exist, and lets the mapping go
         # the moment it dies).
@@ -1194,16 +1182,16 @@ class Executor:
         handle = self.handle
         self._check_ranges(handle, inputs)
         try:
-            execution.run(handle, slot.inputs, slot.outputs, timeout, io_bytes)
+            execution.run(handle, slot.inputs, slot.outputs, timeout, describe_binding)
             return
         except OutputsTooSmall as exc:
             shapes = [tuple(s) for s in exc.shapes]
         log.debug("outputs resized to the driver's shapes %s; running again", shapes)
-        slot.outputs = [self._fit(slot.outputs, i, io, s)
+        slot.outputs = [self._fit(slot.outputs, i, io, s, output=True)
                         for i, (io, s) in enumerate(zip(self.outputs, shapes))]
         inputs.output_shapes = shapes
         self._remember(inputs)
-        execution.run(handle, slot.inputs, slot.outputs, timeout, io_bytes)
+        execution.run(handle, slot.inputs, slot.outputs, timeout, describe_binding)
 
     def _check_ranges(self, handle: capi.OH_NNExecutor, inputs: _Inputs) -> None:
         """Input shapes within the ranges the device publishes (InvalidParameter naming the
@@ -1254,7 +1242,7 @@ class Executor:
             try:
                 run = execution.AsyncRun(handle, client, model_id, slot.inputs, slot.outputs,
                                          len(slot.outputs), _ms(timeout), pending, _on_run_done,
-                                         _on_service_died, io_bytes)
+                                         _on_service_died, describe_binding)
             except BaseException:
                 handle.leave()
                 raise
@@ -1303,9 +1291,16 @@ def _ms(timeout: float | None) -> int:
     return max(1, min(_MAX_TIMEOUT_MS, math.ceil(timeout * 1000)))
 
 
-def _view(t: capi.NN_Tensor, dtype: np.dtype, shape: Shape) -> np.ndarray:
-    buffer = capi.OH_NNTensor_GetDataBuffer(t)
-    return np.frombuffer(buffer, dtype, count=math.prod(shape)).reshape(shape)
+def _view(binding: Binding, dtype: np.dtype, shape: Shape) -> np.ndarray:
+    count = math.prod(shape)
+    view = binding.memory.view(0, count * dtype.itemsize)
+    return np.frombuffer(view, dtype, count=count).reshape(shape)
+
+
+def _release(binding: Binding) -> None:
+    """Unmap a tensor's memory and give it back to every driver session that knows it."""
+    binding.memory.close()
+    binding.memory.release_in_sessions()
 
 
 def _holder(array: np.ndarray) -> Any:

@@ -89,6 +89,10 @@ class Binding:
     def take_shape(self, shape: Sequence[int]) -> None:
         self.shape = list(shape)
 
+    def forget(self) -> None:
+        """Describe it again at the next run (its dims or length changed)."""
+        self._wire = None
+
     def describe(self, client: DriverClient) -> bytes:
         """The serialized IOTensor in `client`'s session (kept while the session is)."""
         wire = self._wire
