@@ -183,3 +183,24 @@ def test_an_execution_is_cancelled_from_another_thread(slow):
         model.close()
     finally:
         registry.close()
+
+
+def test_a_session_cannot_cancel_another_sessions_run(tmp_path):
+    """Cancels name runs of the sender's own session: another client (whose seqs may well
+    be the same numbers) cancels nothing of it, however many it sends."""
+    driver = start_driver(tmp_path / "rt", "cpu", "--fault-run-delay-ms", "300")
+    try:
+        with driver.client() as owner, driver.client() as other:
+            model_id, x, y = _add(owner)
+            x.array(np.float32, [4])[:] = 1
+            thread, result = _run_in_thread(
+                lambda: owner.run(model_id, [io(x, 4)], [io(y, 4)], timeout=30.0))
+            for seq in range(2000):  # every seq the owner can have used by now, and more
+                assert other.cancel_run(seq) is False
+            thread.join(10.0)
+            assert result[0].returnCode == NNRT_SUCCESS  # not abandoned
+            np.testing.assert_array_equal(y.array(np.float32, [4]), [1, 2, 3, 4])
+            assert other.get_device_name().returnCode == NNRT_SUCCESS
+            x.close(), y.close()
+    finally:
+        driver.stop()
