@@ -166,11 +166,12 @@ def test_int8_results_are_bit_exact_with_the_cpu_driver(npu, client, index):
 def transport_overhead(session, mode: int) -> float:
     """What a run costs beyond the device's simulated time (client, process boundary, the
     host's checks and copies): a one-node model's latency minus its predicted time. The
-    timing tests judge the simulator's time, not the machine's."""
+    timing tests judge the simulator's time, not the machine's: they take the fastest of
+    several runs, since a busy machine only ever adds time."""
     builder = chain(1, 8, 1, seed=7)
     model_id = builder.prepare(session, ht.ModelConfig(mode=mode))
     latencies, _ = run_chain(session, model_id, 1, 8, 9)
-    return max(0.0, statistics.median(latencies[1:]) - predicted(builder, mode))
+    return max(0.0, min(latencies[1:]) - predicted(builder, mode))
 
 
 @pytest.mark.parametrize("mode", [ht.PERFORMANCE_LOW, ht.PERFORMANCE_HIGH])
@@ -180,7 +181,7 @@ def test_latency_follows_the_cost_model(npu, mode):
     model_id = builder.prepare(npu, ht.ModelConfig(mode=mode))
     latencies, out = run_chain(npu, model_id, batch, width, 8)
     expected = predicted(builder, mode)
-    measured = statistics.median(latencies[1:]) - transport_overhead(npu, mode)
+    measured = min(latencies[1:]) - transport_overhead(npu, mode)
     assert abs(measured - expected) <= 0.10 * expected, (measured, expected)
     assert np.isfinite(out.astype(np.float32)).all()
 
