@@ -115,13 +115,18 @@ def _dynamic_add() -> LoweredModel:
     return LoweredModel(b, [IODesc("x", 11, [4], 0)], [IODesc("y", 11, [4], 0)])
 
 
+def _core_model(registry: DeviceRegistry) -> tuple[PreparedModel, object]:
+    """The add model compiled by the core on the registry's CPU device, and its session."""
+    device = find_device(registry.devices(), "cpu")
+    client = device.client()
+    return PreparedModel(compile_model(device, client, ht.ModelConfig(), _dynamic_add()),
+                         client), client
+
+
 def test_the_cores_run_raises_run_cancelled(slow):
     registry = DeviceRegistry(slow.runtime_dir)
     try:
-        device = find_device(registry.devices(), "cpu")
-        client = device.client()
-        model = PreparedModel(compile_model(device, client, ht.ModelConfig(), _dynamic_add()),
-                              client)
+        model, client = _core_model(registry)
         _, xm = client.allocate_buffer(16)
         _, ym = client.allocate_buffer(16)
         x = Binding(xm, "x", ht.DATA_TYPE_FLOAT32, [4], ht.FORMAT_NONE, 16)
@@ -168,10 +173,7 @@ def _abandoned(driver) -> int:
 def test_an_execution_is_cancelled_from_another_thread(slow):
     registry = DeviceRegistry(slow.runtime_dir)
     try:
-        device = find_device(registry.devices(), "cpu")
-        client = device.client()
-        model = PreparedModel(compile_model(device, client, ht.ModelConfig(), _dynamic_add()),
-                              client)
+        model, _ = _core_model(registry)
         run = execution.Execution(model, [np.zeros(4, np.float32)])
         thread, result = _run_in_thread(lambda: run.run(30.0))
         assert wait_until(lambda: run._ticket is not None and run._ticket._target is not None,
