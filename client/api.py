@@ -54,9 +54,9 @@ from nnrt.client.capi._objects import last_failure
 from nnrt.client.core import execution
 from nnrt.client.core.device import find_device, registry
 from nnrt.client.core.driver import DriverGone
-from nnrt.client.core.errors import ConnectionLost, InvalidParameter, NNRtError, OutOfMemory
+from nnrt.client.core.buffer import allocate, release_memory
+from nnrt.client.core.errors import ConnectionLost, InvalidParameter, NNRtError
 from nnrt.client.core.execution import Binding, OutputsTooSmall, describe_binding
-from nnrt.common.errors import code_name
 from nnrt.common.hdi_model import DATA_TYPES, hdi_format
 from nnrt.client.core.prepared_model import DimRanges
 
@@ -1138,10 +1138,7 @@ class Executor:
             client, _ = handle.session()  # the memory lives in the model's driver session
         except DriverGone as exc:
             raise ConnectionLost(f"{handle.device.name}: {exc}") from None
-        code, memory = client.allocate_buffer(need)
-        if code != 0 or memory is None:
-            raise OutOfMemory(f"{self.handle.device.name}: AllocateBuffer of {need} bytes "
-                              f"failed: {code_name(code)}")
+        memory = allocate(client, need, handle.device.name)
         return Binding(memory, io.name, DATA_TYPES[_OH_TYPES[io.dtype]][0], list(shape),
                        hdi_format(io.format), length)
 
@@ -1197,13 +1194,12 @@ class Executor:
         """Input shapes within the ranges the device publishes (InvalidParameter naming the
         dimension otherwise); what passed once is not checked again."""
         ranges = handle.dim_ranges()
-        if inputs.ranges is ranges or ranges.status != DimRanges.OK or \
-                len(ranges.mins) != len(inputs.arrays):
+        if inputs.ranges is ranges:
             return
-        for i, (io, shape) in enumerate(zip(self.inputs, inputs.shapes)):
-            why = ranges.violation(i, shape)
-            if why is not None:
-                raise InvalidParameter(f"input {i} ({io.name}): {why}")
+        found = ranges.first_violation(inputs.shapes)
+        if found is not None:
+            i, why = found
+            raise InvalidParameter(f"input {i} ({self.inputs[i].name}): {why}")
         inputs.ranges = ranges
         self._remember(inputs)
 
@@ -1233,28 +1229,16 @@ class Executor:
         try:
             handle = self.handle
             self._check_ranges(handle, inputs)
-            try:
-                client, model_id = handle.session()
-            except DriverGone as exc:
-                raise ConnectionLost(f"{handle.device.name}: {exc}") from None
-            if not handle.enter():
-                raise InvalidParameter("the executor is closed")
-            try:
-                run = execution.AsyncRun(handle, client, model_id, slot.inputs, slot.outputs,
-                                         len(slot.outputs), _ms(timeout), pending, _on_run_done,
-                                         _on_service_died, describe_binding)
-            except BaseException:
-                handle.leave()
-                raise
+            pending.run = execution.start(handle, slot.inputs, slot.outputs, _ms(timeout),
+                                          pending, _on_run_done, _on_service_died,
+                                          describe_binding)
         except BaseException:
             slot.busy = False
             raise
-        pending.run = run
-        execution.start(run)
         try:
             return await future
         except asyncio.CancelledError:
-            run.cancel()
+            pending.run.cancel()
             raise
 
     __call__ = run
@@ -1299,8 +1283,7 @@ def _view(binding: Binding, dtype: np.dtype, shape: Shape) -> np.ndarray:
 
 def _release(binding: Binding) -> None:
     """Unmap a tensor's memory and give it back to every driver session that knows it."""
-    binding.memory.close()
-    binding.memory.release_in_sessions()
+    release_memory(binding.memory.client, binding.memory)
 
 
 def _holder(array: np.ndarray) -> Any:

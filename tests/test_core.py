@@ -104,6 +104,10 @@ def test_dim_ranges_say_what_is_outside_them():
     assert ranges.violation(0, [65, 4]) == "dimension 0 is 65, outside the device's range [1, 64]"
     assert ranges.violation(0, [8]) == "rank 1, the device takes rank 2"
     assert ranges.violation(0, [-1, 4]).startswith("dimension 0 is -1")
+    assert ranges.first_violation([(8, 4)]) is None
+    assert ranges.first_violation([(65, 4)]) == (0, ranges.violation(0, [65, 4]))
+    assert ranges.first_violation([(65, 4), (1,)]) is None  # not the device's inputs
+    assert DimRanges(DimRanges.UNSUPPORTED).first_violation([(65, 4)]) is None
 
 
 # -- compiling and running -------------------------------------------------------------------

@@ -29,7 +29,8 @@ from nnrt.client.capi.enums import (OH_NN_CONNECTION_EXCEPTION, OH_NN_INVALID_PA
 from nnrt.client.capi.executor import OH_NNExecutor, _executor
 from nnrt.client.core import execution
 from nnrt.client.core.errors import NNRtError
-from nnrt.client.core.prepared_model import DimRanges, release_memory
+from nnrt.client.core.buffer import release_memory
+from nnrt.client.core.prepared_model import DimRanges
 from nnrt.client.capi.structs import OH_NN_Memory, OH_NN_Tensor, c_count, c_int
 from nnrt.client.core.driver import DriverGone
 from nnrt.client.core.buffer import BufferNotShared, SharedMemory

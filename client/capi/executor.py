@@ -42,14 +42,13 @@ from nnrt.client.core.prepared_model import BuiltModel
 from nnrt.client.capi.structs import c_count, c_int
 from nnrt.client.capi.tensor import NN_Tensor, RunSize, io_bytes
 from nnrt.client.capi.tensor_desc import NN_TensorDesc, OH_NNTensorDesc_Create
-from nnrt.client.core import execution
-from nnrt.client.capi.enums import (OH_NN_CONNECTION_EXCEPTION, OH_NN_FAILED,
-                                     OH_NN_INVALID_PARAMETER, OH_NN_NULL_PTR,
+from nnrt.client.capi.enums import (OH_NN_FAILED, OH_NN_INVALID_PARAMETER, OH_NN_NULL_PTR,
                                      OH_NN_OPERATION_FORBIDDEN, OH_NN_SUCCESS)
-from nnrt.client.core.errors import NNRtError
-from nnrt.client.core.prepared_model import DimRanges, PreparedModel, release_memory
+from nnrt.client.core import execution
+from nnrt.client.core.buffer import release_memory
 from nnrt.client.core.driver import DriverClient, DriverGone
-from nnrt.client.core.buffer import BufferNotShared
+from nnrt.client.core.errors import NNRtError
+from nnrt.client.core.prepared_model import DimRanges, PreparedModel
 from nnrt.common.hdi_model import element_size
 
 __all__ = [
@@ -407,29 +406,14 @@ def OH_NNExecutor_RunAsync(executor: OH_NNExecutor | None, inputTensor: Sequence
                                          userData, timeout, is_async=True)
     if code != OH_NN_SUCCESS:
         return code
-    try:
-        client, model_id = ex.session()
-    except DriverGone as exc:
-        log.warning("OH_NNExecutor_RunAsync on %s: %s", ex.device.name, exc)
-        return OH_NN_CONNECTION_EXCEPTION
     with ex.lock:
         on_done, on_died = ex.on_run_done, ex.on_service_died
-    if not ex.enter():
-        return OH_NN_INVALID_PARAMETER
     try:
-        run = execution.AsyncRun(ex, client, model_id, inputs, outputs, len(outputs),
-                                 int(timeout), userData, on_done, on_died, io_bytes)
-    except DriverGone as exc:  # registering a tensor with a new driver session failed
-        ex.leave()
-        log.warning("OH_NNExecutor_RunAsync on %s: %s", ex.device.name, exc)
-        return OH_NN_CONNECTION_EXCEPTION
-    except BufferNotShared as exc:
-        ex.leave()
-        log.warning("OH_NNExecutor_RunAsync on %s: a tensor's memory: %s", ex.device.name, exc)
-        return OH_NN_FAILED
+        execution.start(ex, inputs, outputs, int(timeout), userData, on_done, on_died, io_bytes)
+    except NNRtError as exc:
+        log.warning("OH_NNExecutor_RunAsync: %s", exc.message)
+        return exc.code
     except Exception:
-        ex.leave()
         log.exception("OH_NNExecutor_RunAsync: cannot describe the run's tensors")
         return OH_NN_FAILED
-    execution.start(run)
     return OH_NN_SUCCESS

@@ -59,7 +59,7 @@ from nnrt.client.core.driver import DriverClient, DriverGone
 from nnrt.client.core.embedded import DISABLE_ENV, embedded_disabled, find_or_start
 from nnrt.client.core.errors import DeviceNotFound, NNRtError, RunTimeout
 from nnrt.client.core.execution import Execution
-from nnrt.client.core.prepared_model import DimRanges, PreparedModel
+from nnrt.client.core.prepared_model import PreparedModel
 from nnrt.common import model_file
 from nnrt.common.hdi_model import IODesc, LoweredModel
 from nnrt.common.runtime_dir import ENV as RUNTIME_ENV
@@ -361,13 +361,10 @@ class Prepared:
 
     def check_dim_ranges(self, arrays: Sequence[np.ndarray]) -> None:
         """Dynamic dimensions against the device's GetInputDimRanges (exit 2 outside them)."""
-        ranges = self.model.dim_ranges()
-        if ranges.status != DimRanges.OK or len(ranges.mins) != len(arrays):
-            return
-        for i, (desc, array) in enumerate(zip(self.lowered.inputs, arrays)):
-            why = ranges.violation(i, array.shape)
-            if why is not None:
-                raise CommandError(EXIT_USAGE, f"input {i} ({desc.name!r}): {why}")
+        found = self.model.dim_ranges().first_violation([a.shape for a in arrays])
+        if found is not None:
+            i, why = found
+            raise CommandError(EXIT_USAGE, f"input {i} ({self.lowered.inputs[i].name!r}): {why}")
 
     def close(self) -> None:
         self.model.close()

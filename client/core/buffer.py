@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nnrt.common.errors import NNRT_SUCCESS
+from nnrt.common.errors import NNRT_SUCCESS, code_name
 from nnrt.protos import hdi_types_pb2 as ht
 
-from .errors import DriverGone
+from .errors import DriverGone, OutOfMemory
 
 if TYPE_CHECKING:
     from .driver import DriverClient
@@ -143,3 +143,22 @@ class SharedMemory:
         except BufferError:
             log.warning("buffer %d still viewed at close; unmapped when the views go", self.buffer_id)
         os.close(self.fd)
+
+
+def allocate(client: DriverClient, size: int, device_name: str) -> SharedMemory:
+    """A fresh buffer of at least one byte in `client`'s session, mapped here; OutOfMemory
+    naming the device and the driver's code when it refuses."""
+    code, memory = client.allocate_buffer(max(size, 1))
+    if code != NNRT_SUCCESS or memory is None:
+        raise OutOfMemory(f"{device_name}: AllocateBuffer of {size} bytes failed: "
+                          f"{code_name(code)}")
+    return memory
+
+
+def release_memory(client: DriverClient, memory: SharedMemory) -> None:
+    """Unmap a SharedMemory and give it back to every live driver session that knows it
+    (`client`'s if the memory does not say which made it; nothing to give if it died)."""
+    if memory.client is None:
+        memory.client = client
+    memory.close()
+    memory.release_in_sessions()

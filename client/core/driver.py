@@ -456,35 +456,6 @@ class DriverClient:
         memory.client = self
         return NNRT_SUCCESS, memory
 
-    def register_fd(self, fd: int) -> tuple[int, SharedMemory | None]:
-        """Make the caller's memfd a buffer of this session; the caller keeps its own fd."""
-        answer, fds = self._session_request({"op": "import"}, [fd])
-        channel.close_fds(fds)
-        if answer.get("returnCode") != NNRT_SUCCESS:
-            return answer["returnCode"], None
-        own = os.dup(fd)
-        memory = SharedMemory(answer["bufferId"], own, answer["bufferSize"])
-        memory.client = self
-        return NNRT_SUCCESS, memory
-
-    def import_fd(self, fd: int) -> tuple[int, int, int]:
-        """Make the caller's memfd a buffer of this session without mapping it here:
-        (returnCode, bufferId, bufferSize). The caller keeps its fd and its own mapping."""
-        answer, fds = self._session_request({"op": "import"}, [fd])
-        channel.close_fds(fds)
-        code = answer.get("returnCode", ht.NNRT_FAILED)
-        if code != NNRT_SUCCESS:
-            return code, 0, 0
-        return NNRT_SUCCESS, answer["bufferId"], answer["bufferSize"]
-
-    def release_buffer(self, buffer: ht.SharedBuffer | SharedMemory) -> pb.ReturnCodeReply:
-        """ReleaseBuffer on the driver. The client's mapping is closed by SharedMemory.close()."""
-        if isinstance(buffer, SharedMemory):
-            buffer = buffer.descriptor()
-        return self._call(self.device.ReleaseBuffer, pb.ReleaseBufferRequest(buffer=buffer))
-
-    # -- IPreparedModel -----------------------------------------------------------------------
-
     def fetch_bytes(self, buffer: ht.SharedBuffer) -> bytes | None:
         """The bytes of a window of a driver-owned buffer of this session (an exported cache blob).
 
@@ -517,6 +488,35 @@ class DriverClient:
             return data
         finally:
             memory.close()
+
+    def register_fd(self, fd: int) -> tuple[int, SharedMemory | None]:
+        """Make the caller's memfd a buffer of this session; the caller keeps its own fd."""
+        answer, fds = self._session_request({"op": "import"}, [fd])
+        channel.close_fds(fds)
+        if answer.get("returnCode") != NNRT_SUCCESS:
+            return answer["returnCode"], None
+        own = os.dup(fd)
+        memory = SharedMemory(answer["bufferId"], own, answer["bufferSize"])
+        memory.client = self
+        return NNRT_SUCCESS, memory
+
+    def import_fd(self, fd: int) -> tuple[int, int, int]:
+        """Make the caller's memfd a buffer of this session without mapping it here:
+        (returnCode, bufferId, bufferSize). The caller keeps its fd and its own mapping."""
+        answer, fds = self._session_request({"op": "import"}, [fd])
+        channel.close_fds(fds)
+        code = answer.get("returnCode", ht.NNRT_FAILED)
+        if code != NNRT_SUCCESS:
+            return code, 0, 0
+        return NNRT_SUCCESS, answer["bufferId"], answer["bufferSize"]
+
+    def release_buffer(self, buffer: ht.SharedBuffer | SharedMemory) -> pb.ReturnCodeReply:
+        """ReleaseBuffer on the driver. The client's mapping is closed by SharedMemory.close()."""
+        if isinstance(buffer, SharedMemory):
+            buffer = buffer.descriptor()
+        return self._call(self.device.ReleaseBuffer, pb.ReleaseBufferRequest(buffer=buffer))
+
+    # -- IPreparedModel -----------------------------------------------------------------------
 
     def prepared_model_version(self, model_id: int) -> pb.VersionReply:
         return self._call(self.prepared.GetVersion, pb.PreparedModelRef(preparedModelId=model_id))

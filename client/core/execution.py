@@ -25,7 +25,6 @@ shared-memory tensor.
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
 import logging
@@ -44,11 +43,11 @@ from nnrt.common.errors import NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, code_name
 from nnrt.common.hdi_model import DATA_TYPES, hdi_format
 from nnrt.protos import hdi_types_pb2 as ht
 
-from .buffer import BufferNotShared, SharedMemory
+from .buffer import BufferNotShared, SharedMemory, allocate, release_memory
 from .driver import DriverClient, DriverGone, RunTicket
 from .errors import (OH_NN_CONNECTION_EXCEPTION, OH_NN_SUCCESS, OH_NN_TIMEOUT,
                      OH_NN_UNAVAILABLE_DEVICE, ConnectionLost, DeviceUnavailable, Failed,
-                     InvalidParameter, NNRtError, OH_NN_ReturnCode, OutOfMemory, RunCancelled,
+                     InvalidParameter, NNRtError, OH_NN_ReturnCode, RunCancelled,
                      RunTimeout)
 from .prepared_model import PreparedModel
 
@@ -194,10 +193,7 @@ class Execution:
             raise
 
     def _allocate(self, size: int) -> SharedMemory:
-        code, memory = self.client.allocate_buffer(max(size, 1))
-        if code != NNRT_SUCCESS or memory is None:
-            raise OutOfMemory(f"{self.model.device.name}: AllocateBuffer of {size} bytes "
-                              f"failed: {code_name(code)}")
+        memory = allocate(self.client, size, self.model.device.name)
         self.memories.append(memory)
         return memory
 
@@ -236,10 +232,7 @@ class Execution:
 
     def _release(self, memories: Sequence[SharedMemory]) -> None:
         for memory in memories:
-            if self.client.alive:
-                with contextlib.suppress(DriverGone):
-                    self.client.release_buffer(memory)
-            memory.close()
+            release_memory(self.client, memory)
             self.memories.remove(memory)
 
     def close(self) -> None:
@@ -501,8 +494,32 @@ def _client_died(ref: weakref.ref) -> None:
         run.service_died()
 
 
-def start(run: AsyncRun) -> None:
-    """Hand an accepted run to the runtime: tracked for its driver's death, timed, queued."""
+def start(model: PreparedModel, inputs: list, outputs: list, timeout_ms: int, user_data: Any,
+          on_done: Callable | None, on_died: Callable | None, describe: Describe) -> AsyncRun:
+    """Accept an asynchronous run and hand it to the runtime (tracked for its driver's death,
+    timed, queued); it completes exactly once through `on_done`. Refused at once with
+    ConnectionLost (no driver of the device serves), InvalidParameter (the model is closed)
+    or Failed (a tensor's memory cannot be shared with the driver's session)."""
+    name = model.device.name
+    try:
+        client, model_id = model.session()
+    except DriverGone as exc:
+        raise ConnectionLost(f"{name}: {exc}") from None
+    if not model.enter():
+        raise InvalidParameter("the model is closed")
+    try:
+        run = AsyncRun(model, client, model_id, inputs, outputs, len(outputs), timeout_ms,
+                       user_data, on_done, on_died, describe)
+    except DriverGone as exc:  # registering a tensor with a new driver session failed
+        model.leave()
+        raise ConnectionLost(f"{name}: {exc}") from None
+    except BufferNotShared as exc:
+        model.leave()
+        raise Failed(f"{name}: a tensor's memory: {exc}") from None
+    except BaseException:
+        model.leave()
+        raise
     _track(run)
     _deadlines.add(run)
     _workers.submit(run.execute)
+    return run

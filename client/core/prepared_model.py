@@ -72,6 +72,17 @@ class DimRanges:
         self.maxs = maxs or []
         self.accepted: list[list[int] | None] = [None] * len(self.mins)
 
+    def first_violation(self, shapes: Sequence[Sequence[int]]) -> tuple[int, str] | None:
+        """The first input whose shape is outside the ranges, and why; None when all are
+        within (or the device publishes no ranges for these inputs)."""
+        if self.status != DimRanges.OK or len(self.mins) != len(shapes):
+            return None
+        for index, shape in enumerate(shapes):
+            why = self.violation(index, shape)
+            if why is not None:
+                return index, why
+        return None
+
     def violation(self, index: int, shape: Sequence[int]) -> str | None:
         """Why input `index` may not have `shape` (None when it may): the device's ranges."""
         lows, highs = self.mins[index], self.maxs[index]
@@ -243,15 +254,6 @@ class PreparedModel:
 
 def copy_desc(desc: IODesc) -> IODesc:
     return IODesc(desc.name, desc.data_type, list(desc.shape), desc.format)
-
-
-def release_memory(client: DriverClient, memory: Any) -> None:
-    """Unmap a SharedMemory and give it back to every live driver session that knows it
-    (`client`'s if the memory does not say which made it; nothing to give if it died)."""
-    if memory.client is None:
-        memory.client = client
-    memory.close()
-    memory.release_in_sessions()
 
 
 def release_model(client: DriverClient, model_id: int, device_name: str = "") -> None:
