@@ -366,15 +366,8 @@ def _prepare_run(ex: OH_NNExecutor, inputTensor: Any, inputCount: Any, outputTen
 def OH_NNExecutor_RunSync(executor: OH_NNExecutor | None, inputTensor: Sequence[NN_Tensor] | None,
                           inputCount: int, outputTensor: Sequence[NN_Tensor] | None,
                           outputCount: int) -> int:
-    """capi.md 1.46: run once and wait; output tensors' shapes are updated on success."""
-    return run_sync(executor, inputTensor, inputCount, outputTensor, outputCount, None)
-
-
-def run_sync(executor: OH_NNExecutor | None, inputTensor: Sequence[NN_Tensor] | None,
-             inputCount: int, outputTensor: Sequence[NN_Tensor] | None, outputCount: int,
-             timeout: float | None) -> int:
-    """RunSync with a deadline of `timeout` seconds (None: none): the C checks, then the
-    core's run (client/core/execution.py), its exception translated into the code."""
+    """capi.md 1.46: run once and wait; output tensors' shapes are updated on success. The C
+    checks, then the core's run (client/core/execution.py), its exception as the code."""
     ex = _executor(executor)
     if ex is None:
         return OH_NN_INVALID_PARAMETER
@@ -382,7 +375,7 @@ def run_sync(executor: OH_NNExecutor | None, inputTensor: Sequence[NN_Tensor] | 
     if code != OH_NN_SUCCESS:
         return code
     try:
-        execution.run(ex, inputs, outputs, timeout, io_bytes)
+        execution.run(ex, inputs, outputs, None, io_bytes)
     except NNRtError as exc:
         log.warning("OH_NNExecutor_RunSync: %s", exc.message)
         return exc.code
