@@ -8,6 +8,19 @@ reaches end-of-file the moment the driver process dies, a watcher thread marks t
 dead, fails every waiting request and calls the death callbacks, and every later call
 raises at once.
 
+Who reads the session channel: the threads waiting for a reply, not a thread of its own.
+Of the callers waiting, one at a time is the reader (leader/followers): it receives packets
+and hands each to its waiter until its own reply comes, then wakes another waiting caller
+to take over. A caller alone — the common synchronous Run — thus reads its own reply and
+no thread hand-off sits on the path (a wake-up of another thread and a GIL hand-over: ~80
+µs of a ~280 µs tiny Run on a 2-vCPU VM, benchmarks/transport.py (c)). The watcher thread
+sleeps in poll() for the peer's hang-up only (POLLRDHUP), so replies do not wake it; at a
+hang-up it takes the reader's place, delivers what the driver sent before it went, reads
+end-of-file and marks the client dead (death callbacks run on it, never on a caller). It
+also reads replies that nobody waits for any more (a Run that timed out) when no caller
+is reading, so that they never pile up at the driver, which drops a session that does not
+read its replies.
+
 Trust, before anything is sent: the runtime directory must pass `check_runtime_dir`
 (common/runtime_dir.py), and the process serving the session channel must be ours, root's
 or the service user's (`NNRT_SERVICE_USER`) by the kernel's SO_PEERCRED, the gRPC socket a
@@ -27,10 +40,12 @@ import itertools
 import logging
 import math
 import os
+import select
 import socket
 import stat
 import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -58,9 +73,10 @@ _RUN_OVERHEAD = len(channel.RUN) + channel.RUN_REQUEST.size
 
 
 class _Waiter:
-    """One request's wait for its reply: a lock held from the start, released once by
-    whoever settles the request — the watcher with the reply (`deliver`), or the death of
-    the session without one (`wake`). Far cheaper than a threading.Event per request."""
+    """One request's wait for its reply: a lock held from the start and released to wake
+    the waiting caller — by the reader with the reply (`deliver`), at the session's death,
+    or to make it the reader (`wake` without a reply: the caller looks again). Far cheaper
+    than a threading.Event per request."""
 
     __slots__ = ("_lock", "reply", "fds", "answered")
 
@@ -78,16 +94,15 @@ class _Waiter:
     def wake(self) -> None:
         try:
             self._lock.release()
-        except RuntimeError:  # already woken (the watcher and the session's end raced)
+        except RuntimeError:  # already woken, not yet waited for: it looks again anyway
             pass
 
-    def wait(self, timeout: float | None) -> bool:
-        """True once settled; False after `timeout` seconds (threading.Event.wait's rules)."""
+    def sleep(self, timeout: float | None) -> None:
+        """Until woken, or `timeout` seconds (None: no limit)."""
         if timeout is None:
-            return self._lock.acquire()
-        if timeout > 0:
-            return self._lock.acquire(True, timeout)
-        return self._lock.acquire(False)
+            self._lock.acquire()
+        elif timeout > 0:
+            self._lock.acquire(True, timeout)
 
 
 # RunRequest (hdi.proto) by hand from serialized IOTensors: `preparedModelId = 1` as protobuf
@@ -148,10 +163,11 @@ _RUN_REPLY_AT = len(channel.RUN) + channel.RUN_REPLY.size  # where a Run reply's
 _FD_SPACE = socket.CMSG_SPACE(16 * array.array("i").itemsize)
 
 
-def _receive_into(sock: socket.socket, buffer: bytearray) -> tuple[int | None, list[int]]:
+def _receive_into(sock: socket.socket, buffer: bytearray,
+                  flags: int = 0) -> tuple[int | None, list[int]]:
     """`channel.receive_packet` into `buffer`: (size, fds) of the next packet; (None, [])
     at end of file; ValueError for a truncated packet (its fds closed)."""
-    size, ancillary, flags, _ = sock.recvmsg_into([buffer], _FD_SPACE)
+    size, ancillary, flags, _ = sock.recvmsg_into([buffer], _FD_SPACE, flags)
     fds = array.array("i")
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -162,6 +178,21 @@ def _receive_into(sock: socket.socket, buffer: bytearray) -> tuple[int | None, l
         channel.close_fds(list(fds))
         raise ValueError("truncated packet")
     return size, list(fds)
+
+
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    """Whether `sock` has a packet (or end-of-file) within `timeout` seconds."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(math.ceil(timeout * 1000)))
+
+
+def _drain_pipe(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
 
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
@@ -231,6 +262,13 @@ class DriverClient:
         self._waiters: dict[int, _Waiter] = {}
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
+        self._reader = threading.Lock()  # held by the thread that reads the socket now
+        # One packet buffer for the session's lifetime (channel.receive_packet's reading
+        # without a fresh 64 KiB allocation per packet); only the reader uses it.
+        self._buffer = bytearray(channel.MAX_PACKET)
+        self._view = memoryview(self._buffer)
+        self._orphans = 0  # replies still to come for requests whose callers gave up
+        self._hung_up = False  # the reader met end-of-file (the watcher marks the death)
         try:  # who may have put these sockets there: before anything is sent or received
             check_runtime_dir(self.session_path.parent)
         except UnsafeRuntimeDir as exc:
@@ -266,6 +304,9 @@ class DriverClient:
             raise DriverGone(f"{self.grpc_path} did not answer within {timeout} s") from exc
         self.device = rpc.INnrtDeviceStub(self._channel)
         self.prepared = rpc.IPreparedModelStub(self._channel)
+        # The watcher's poll() is woken through this pipe when its interest changes (replies
+        # orphaned: read them too) and at close.
+        self._poke_r, self._poke_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._watcher = threading.Thread(target=self._watch, name="nnrt-session-watch", daemon=True)
         self._watcher.start()
 
@@ -293,38 +334,134 @@ class DriverClient:
         return self._dead.wait(timeout)
 
     def _watch(self) -> None:
-        # One packet buffer for the session's lifetime (channel.receive_packet's reading,
-        # without a fresh 64 KiB allocation per packet): a Run reply is its bytes after the
-        # header, copied out once.
-        buffer = bytearray(channel.MAX_PACKET)
-        view = memoryview(buffer)
-        while True:
+        poller = select.poll()
+        poller.register(self._poke_r, select.POLLIN)
+        interest = select.POLLRDHUP  # POLLHUP and POLLERR are always reported
+        poller.register(self._sock, interest)
+        try:
+            while not self._dead.is_set():
+                hung_up = readable = False
+                for fd, events in poller.poll():
+                    if fd == self._poke_r:
+                        _drain_pipe(self._poke_r)
+                    elif events & (select.POLLRDHUP | select.POLLHUP | select.POLLERR |
+                                   select.POLLNVAL):
+                        hung_up = True
+                    elif events & select.POLLIN:
+                        readable = True
+                if self._dead.is_set():
+                    return
+                if hung_up:
+                    # Deliver what the driver sent before it went, then end-of-file.
+                    with self._reader:
+                        while self._read_one(block=True):
+                            pass
+                    self._mark_dead(self._death_reason or "the driver closed the session")
+                    return
+                if readable and self._orphans:
+                    # Late replies may be waiting: take what is there, after the reader of
+                    # the moment (if any) — it drops them too, and a caller's reply it
+                    # leaves is delivered from here.
+                    with self._reader:
+                        while self._read_one(block=False):
+                            pass
+                    self._hand_on()
+                wanted = select.POLLRDHUP | (select.POLLIN if self._orphans else 0)
+                if wanted != interest:
+                    poller.modify(self._sock, wanted)
+                    interest = wanted
+        finally:
+            with self._lock:  # no poke may write to a number reused by then
+                os.close(self._poke_r)
+                os.close(self._poke_w)
+                self._poke_w = -1
+
+    def _poke(self) -> None:
+        """Wake the watcher (it looks at `_orphans` and the death again). `_lock` held."""
+        if self._poke_w >= 0:
             try:
-                size, fds = _receive_into(self._sock, buffer)
-                if size is None:
-                    reply, seq = None, None
-                elif size and buffer[0] == _RUN_BYTE:  # a Run reply: protobuf bytes
-                    if size < _RUN_REPLY_AT:
-                        raise ValueError(f"a Run reply of {size} bytes")
-                    (seq,) = channel.RUN_REPLY.unpack_from(buffer, 1)
-                    reply = bytes(view[_RUN_REPLY_AT:size])
-                else:
-                    reply = channel.parse_message(bytes(view[:size]), fds)
-                    seq = reply.get("seq")
-            except (ValueError, struct.error) as exc:
-                log.warning("driver %s sent a malformed message: %s", self.grpc_path.name, exc)
-                continue
-            except OSError as exc:
-                self._mark_dead(str(exc))
-                return
+                os.write(self._poke_w, b"x")
+            except BlockingIOError:
+                pass  # full: it wakes anyway
+
+    def _read_one(self, block: bool) -> bool:
+        """The reader only: receive one packet and hand it to its waiter. False when there
+        was none (`block` False) or at end-of-file / a socket error (`_hung_up` set)."""
+        buffer, view = self._buffer, self._view
+        try:
+            size, fds = _receive_into(self._sock, buffer, 0 if block else socket.MSG_DONTWAIT)
             if size is None:
-                self._mark_dead("the driver closed the session")
-                return
-            waiter = self._waiters.pop(seq, None)
-            if waiter is None:  # its caller gave up (a Run past its timeout)
-                channel.close_fds(fds)
+                reply, seq = None, None
+            elif size and buffer[0] == _RUN_BYTE:  # a Run reply: protobuf bytes
+                if size < _RUN_REPLY_AT:
+                    raise ValueError(f"a Run reply of {size} bytes")
+                (seq,) = channel.RUN_REPLY.unpack_from(buffer, 1)
+                reply = bytes(view[_RUN_REPLY_AT:size])
+            else:
+                reply = channel.parse_message(bytes(view[:size]), fds)
+                seq = reply.get("seq")
+        except (BlockingIOError, InterruptedError):
+            return False
+        except (ValueError, struct.error) as exc:
+            log.warning("driver %s sent a malformed message: %s", self.grpc_path.name, exc)
+            return True
+        except OSError as exc:
+            self._death_reason = self._death_reason or str(exc)
+            self._hung_up = True
+            return False
+        if size is None:
+            self._hung_up = True
+            return False
+        waiter = self._waiters.pop(seq, None)
+        if waiter is None:  # its caller gave up (a Run past its timeout)
+            channel.close_fds(fds)
+            with self._lock:
+                self._orphans = max(0, self._orphans - 1)
+            return True
+        waiter.deliver(reply, fds)
+        return True
+
+    def _hand_on(self) -> None:
+        """Wake a waiting caller to become the reader (no reader now, somebody waits)."""
+        if self._reader.locked():
+            return
+        waiting = list(self._waiters.values())
+        if waiting:
+            waiting[0].wake()
+
+    def _await(self, seq: int, waiter: _Waiter, timeout: float | None) -> bool:
+        """Wait for the reply to request `seq`, reading the socket while no other thread
+        does. True once settled (answered, or the session is dead); False after `timeout`
+        seconds, the request abandoned (its late reply is dropped by whoever reads)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not waiter.answered and not self._dead.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                if self._waiters.pop(seq, None) is None:  # delivered meanwhile
+                    return True
+                with self._lock:
+                    self._orphans += 1
+                    self._poke()  # the watcher reads late replies while nobody else does
+                self._hand_on()  # I may have been woken to read: pass it on
+                return False
+            if self._hung_up:  # the driver is gone: the watcher marks the death
+                waiter.sleep(left if left is not None and left < 1.0 else 1.0)
                 continue
-            waiter.deliver(reply, fds)
+            if not self._reader.acquire(False):
+                waiter.sleep(left)  # woken with the reply, at the death, or to read
+                continue
+            try:
+                while not waiter.answered and not self._dead.is_set():
+                    if deadline is not None:
+                        left = deadline - time.monotonic()
+                        if left <= 0 or not _readable(self._sock, left):
+                            break
+                    if not self._read_one(block=True) and self._hung_up:
+                        break
+            finally:
+                self._reader.release()
+                self._hand_on()
+        return True
 
     def _mark_dead(self, reason: str) -> None:
         with self._lock:
@@ -334,6 +471,7 @@ class DriverClient:
             self._dead.set()
             callbacks, self._death_callbacks = self._death_callbacks, []
             waiters, self._waiters = self._waiters, {}
+            self._poke()
         for waiter in list(waiters.values()):
             waiter.wake()
         if reason != "closed by the client":
@@ -379,8 +517,7 @@ class DriverClient:
         except OSError as exc:
             self._waiters.pop(seq, None)
             raise DriverGone(f"session channel: {exc}") from exc
-        if not waiter.wait(timeout):
-            self._waiters.pop(seq, None)
+        if not self._await(seq, waiter, timeout):
             raise DriverGone(f"driver {self.grpc_path.name} did not answer within {timeout} s")
         if not waiter.answered:
             raise self._gone()
@@ -560,8 +697,7 @@ class DriverClient:
             raise DriverGone(f"session channel: {exc}") from exc
         if ticket is not None:
             ticket.started(self, seq)
-        if not waiter.wait(timeout):
-            self._waiters.pop(seq, None)
+        if not self._await(seq, waiter, timeout):
             raise TimeoutError(f"Run exceeded {timeout} s")
         if not waiter.answered:
             raise self._gone()

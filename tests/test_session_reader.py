@@ -1,0 +1,142 @@
+"""Who reads the session channel (client/core/driver.py): the waiting callers in turn, and
+the watcher for hang-ups and for replies nobody waits for any more."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from nnrt.client.core.errors import DriverGone
+from nnrt.common.errors import NNRT_SUCCESS
+from tests.conftest import in_threads, start_driver, wait_until
+from tests.helpers.hdi_models import add_model, io
+
+pytestmark = pytest.mark.multiprocess
+
+
+def _prepared(client):
+    model_id = add_model().prepare(client)
+    _, x = client.allocate_buffer(16)
+    _, y = client.allocate_buffer(16)
+    x.array(np.float32, [4])[:] = [1, 2, 3, 4]
+    return model_id, x, y
+
+
+def _nothing_waiting(sock: socket.socket) -> bool:
+    try:
+        sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return True
+    return False
+
+
+def test_late_replies_are_read_while_the_client_is_idle(runtime_dir):
+    """A Run that timed out is still answered by the driver; with no caller reading, the
+    watcher takes that reply off the socket (the driver drops sessions that do not read)."""
+    driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "300")
+    try:
+        with driver.client() as client:
+            model_id, x, y = _prepared(client)
+            for _ in range(3):
+                with pytest.raises(TimeoutError):
+                    client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=0.05)
+            assert wait_until(lambda: client._orphans == 0 and _nothing_waiting(client._sock),
+                              5.0)
+            reply = client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=10)
+            assert reply.returnCode == NNRT_SUCCESS
+            np.testing.assert_array_equal(y.array(np.float32, [4]), [1, 3, 5, 7])
+            x.close(), y.close()
+    finally:
+        assert driver.stop() == 0
+
+
+def test_a_reader_that_times_out_hands_the_reading_on(runtime_dir):
+    """The first caller reads; it gives up at its timeout while another caller still
+    waits; that one must become the reader and get its reply."""
+    driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "600")
+    try:
+        with driver.client() as client:
+            model_id, x, y = _prepared(client)
+            _, y2 = client.allocate_buffer(16)
+            outcome = {}
+
+            def short():
+                try:
+                    client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=0.1)
+                except TimeoutError:
+                    outcome["short"] = "timeout"
+
+            def long():
+                time.sleep(0.02)  # after `short`, which then reads first
+                outcome["long"] = client.run(model_id, [io(x, 4)], [io(y2, 4)],
+                                             timeout=10).returnCode
+
+            in_threads(lambda f: f(), [(short,), (long,)], timeout=20)
+            assert outcome == {"short": "timeout", "long": NNRT_SUCCESS}
+            np.testing.assert_array_equal(y2.array(np.float32, [4]), [1, 3, 5, 7])
+            x.close(), y.close(), y2.close()
+    finally:
+        assert driver.stop() == 0
+
+
+def test_many_callers_each_get_their_reply_with_no_thread_reading_for_them(runtime_dir):
+    driver = start_driver(runtime_dir, "cpu")
+    try:
+        with driver.client() as client:
+            model_id = add_model().prepare(client)
+            errors = []
+
+            def worker(k):
+                try:
+                    _, xin = client.allocate_buffer(16)
+                    _, yout = client.allocate_buffer(16)
+                    for i in range(100):
+                        xin.array(np.float32, [4])[:] = k * 1000 + i
+                        reply = client.run(model_id, [io(xin, 4)], [io(yout, 4)], timeout=10)
+                        assert reply.returnCode == NNRT_SUCCESS
+                        np.testing.assert_array_equal(yout.array(np.float32, [4]),
+                                                      k * 1000 + i + np.arange(4))
+                    xin.close(), yout.close()
+                except Exception as exc:  # reported below
+                    errors.append(exc)
+
+            in_threads(worker, [(k,) for k in range(8)], timeout=120)
+            assert not errors
+    finally:
+        assert driver.stop() == 0
+
+
+def test_death_while_a_caller_reads_fails_it_and_calls_back_on_the_watcher(runtime_dir):
+    driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "5000")
+    client = driver.client()
+    model_id, x, y = _prepared(client)
+    called_on = []
+    client.on_death(lambda: called_on.append(threading.current_thread().name))
+    failure = {}
+
+    def running():
+        started = time.monotonic()
+        try:
+            client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=30)
+        except DriverGone as exc:
+            failure["error"], failure["after"] = exc, time.monotonic() - started
+
+    worker = threading.Thread(target=running)
+    worker.start()
+    time.sleep(0.3)  # the caller is reading now
+    driver.proc.send_signal(signal.SIGKILL)
+    driver.proc.wait(10)
+    worker.join(10)
+    assert not worker.is_alive()
+    assert failure["after"] < 5  # not at the driver's delay, nor the run's timeout
+    assert called_on == ["nnrt-session-watch"]  # the death callback: never on a caller
+    assert not client.alive
+    with pytest.raises(DriverGone):
+        client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=1)
+    x.close(), y.close()
+    client.close()
