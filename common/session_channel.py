@@ -86,22 +86,37 @@ def send_message(sock: socket.socket, message: dict[str, Any], fds: Sequence[int
     send_packet(sock, encode_message(message), fds)
 
 
-def receive_packet(sock: socket.socket) -> tuple[bytes | None, list[int]]:
-    """(bytes, fds) of the next packet; (None, []) at end of file.
+_FD_SPACE = socket.CMSG_SPACE(16 * array.array("i").itemsize)  # up to 16 fds a packet
+
+
+def receive_into(sock: socket.socket, buffer: bytearray,
+                 flags: int = 0) -> tuple[int | None, list[int]]:
+    """(size, fds) of the next packet, read into `buffer` (MAX_PACKET bytes, the caller's
+    alone: no fresh 64 KiB allocation per packet); (None, []) at end of file.
 
     Raises ValueError for a truncated packet (its fds already closed).
     """
+    size, ancillary, msg_flags, _ = sock.recvmsg_into([buffer], _FD_SPACE, flags)
     fds = array.array("i")
-    data, ancillary, flags, _ = sock.recvmsg(MAX_PACKET, socket.CMSG_SPACE(16 * fds.itemsize))
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
-    if not data and not fds:
+    if not size and not fds:
         return None, []
-    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+    if msg_flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
         close_fds(list(fds))
         raise ValueError("truncated packet")
-    return data, list(fds)
+    return size, list(fds)
+
+
+def receive_packet(sock: socket.socket,
+                   buffer: bytearray | None = None) -> tuple[bytes | None, list[int]]:
+    """(bytes, fds) of the next packet; (None, []) at end of file; ValueError for a
+    truncated packet. `buffer`: as for `receive_into`."""
+    if buffer is None:
+        buffer = bytearray(MAX_PACKET)
+    size, fds = receive_into(sock, buffer)
+    return (None, []) if size is None else (bytes(memoryview(buffer)[:size]), fds)
 
 
 def parse_message(data: bytes, fds: Sequence[int] = ()) -> dict[str, Any]:

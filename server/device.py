@@ -23,6 +23,10 @@ from nnrt.server.graph import DYNAMIC, Graph, Shape, TensorSpec
 # a device checks it between operators and then raises DriverError(NNRT_CANCELLED, ...).
 CancelCheck = Callable[[], bool]
 
+# A run made ready once for fixed windows (PreparedModel.bind): called with the run's
+# CancelCheck, it computes into the windows it was bound to.
+BoundRun = Callable[[CancelCheck], None]
+
 # Default upper bound of a dynamic input dimension reported by GetInputDimRanges.
 DEFAULT_MAX_DYNAMIC_DIM = 1 << 16
 
@@ -78,6 +82,15 @@ class PreparedModel(ABC):
     # run_into(inputs, targets, cancelled), which the host calls instead of run when the
     # output shapes are static (targets: the output windows, shaped and typed).
     writes_into_outputs: bool = False
+
+    def bind(self, inputs: Sequence[np.ndarray],
+             targets: Sequence[np.ndarray]) -> BoundRun | None:
+        """For a model that writes into its outputs: `run_into` of these windows made ready
+        once (the engine's I/O binding), to be called for every identical request — the
+        host guarantees the same mappings at the same addresses whenever it calls it. It
+        must keep addresses, never the arrays (a kept view would keep a released buffer
+        mapped), and be safe to call from several threads at once. None: not offered."""
+        return None
 
     def export_cache(self) -> list[bytes]:
         raise DriverError(NNRT_NOT_SUPPORT, "this device cannot export a model cache")

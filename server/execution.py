@@ -15,7 +15,13 @@ hdi.md section 11:
   true shapes of all outputs in `outputDims`.
 
 Inputs reach the device as read-only numpy views of the shared pages; outputs are copied
-into their windows once. No tensor byte passes through a protobuf message.
+into their windows once, or written there by the device. No tensor byte passes through a
+protobuf message.
+
+A request that comes again byte for byte (the session channel's common case: a client
+running the same tensors) is served from its `CheckedRequest`: not decoded, not checked
+again, and run through the binding its model made of its windows the first time — only
+the borrow of its buffers (which refuses a released one) stands before the computation.
 """
 
 from __future__ import annotations
@@ -23,12 +29,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.buffers import BufferTable, SharedRegion
-from nnrt.server.device import CancelCheck
+from nnrt.server.device import BoundRun, CancelCheck
 from nnrt.common.errors import (
     NNRT_FAILED,
     NNRT_INSUFFICIENT_BUFFER,
@@ -58,6 +66,37 @@ class InsufficientBuffer(DriverError):
         self.shapes = [list(s) for s in shapes]
 
 
+class Window(NamedTuple):
+    """Where a tensor lies, as the request says (ht.SharedBuffer)."""
+
+    buffer_id: int
+    buffer_size: int
+    offset: int
+    data_size: int
+
+
+@dataclass(eq=False, slots=True)
+class CheckedRequest:
+    """A Run request past the checks that depend on it alone: all a run of it needs, so that
+    the session channel keeps it under the request's bytes (PreparedEntry.checked_requests)
+    for the next identical request — a client that runs the same tensors again sends the
+    same bytes — which then is neither decoded nor checked again.
+
+    The checks of its windows against their buffers are pure as well (a buffer id is never
+    reused within a session and a buffer's size is fixed for its life), so they are made
+    once (`windows_checked`); and a model that writes into its outputs may bind them once
+    (`bound`, server/device.py `PreparedModel.bind`): the same ids are the same mappings for
+    as long as the buffers exist, and a request naming a released one is refused at
+    `BufferTable.borrow` before anything runs."""
+
+    shapes: list[tuple[int, ...]]  # of the inputs
+    inputs: list[Window]
+    outputs: list[Window]
+    buffer_ids: list[int]  # inputs, then outputs
+    windows_checked: bool = False
+    bound: BoundRun | None = None
+
+
 def _check_type(kind: str, i: int, spec: TensorSpec, io: ht.IOTensor) -> None:
     if io.dataType != spec.data_type:
         raise DriverError(
@@ -81,22 +120,29 @@ def _check_dims(entry: PreparedEntry, i: int, spec: TensorSpec, dims: tuple[int,
             )
 
 
-def _check_window(kind: str, i: int, data: ht.SharedBuffer, region: SharedRegion) -> None:
-    if data.offset + data.dataSize > data.bufferSize:
+def _check_window(kind: str, i: int, window: Window, region: SharedRegion) -> None:
+    if window.offset + window.data_size > window.buffer_size:
         raise DriverError(
             NNRT_INVALID_BUFFER,
-            f"{kind} {i}: offset {data.offset} + dataSize {data.dataSize} > bufferSize {data.bufferSize}",
+            f"{kind} {i}: offset {window.offset} + dataSize {window.data_size} > bufferSize "
+            f"{window.buffer_size}",
         )
-    if data.bufferSize != region.size:
+    if window.buffer_size != region.size:
         raise DriverError(
             NNRT_INVALID_BUFFER_SIZE,
-            f"{kind} {i}: bufferSize {data.bufferSize}, buffer {data.bufferId} has {region.size}",
+            f"{kind} {i}: bufferSize {window.buffer_size}, buffer {window.buffer_id} has "
+            f"{region.size}",
         )
+
+
+def _window(io: ht.IOTensor) -> Window:
+    data = io.data
+    return Window(data.bufferId, data.bufferSize, data.offset, data.dataSize)
 
 
 def check_request(entry: PreparedEntry, inputs: Sequence[ht.IOTensor],
-                  outputs: Sequence[ht.IOTensor]) -> list[tuple[int, ...]]:
-    """Counts, types, formats and shapes of a Run request; returns the input shapes."""
+                  outputs: Sequence[ht.IOTensor]) -> CheckedRequest:
+    """Counts, types, formats and shapes of a Run request."""
     model = entry.model
     if len(inputs) != len(model.inputs):
         raise DriverError(NNRT_INVALID_INPUT, f"{len(inputs)} inputs, model has {len(model.inputs)}")
@@ -114,78 +160,90 @@ def check_request(entry: PreparedEntry, inputs: Sequence[ht.IOTensor],
         shapes.append(dims)
     for i, (spec, io) in enumerate(zip(model.outputs, outputs)):
         _check_type("output", i, spec, io)
-    return shapes
+    input_windows = [_window(io) for io in inputs]
+    output_windows = [_window(io) for io in outputs]
+    return CheckedRequest(shapes, input_windows, output_windows,
+                          [w.buffer_id for w in input_windows + output_windows])
 
 
-def _check_regions(model_inputs: Sequence[TensorSpec], inputs: Sequence[ht.IOTensor],
-                   outputs: Sequence[ht.IOTensor], shapes: Sequence[tuple[int, ...]],
+def _check_regions(model_inputs: Sequence[TensorSpec], request: CheckedRequest,
                    regions: Sequence[SharedRegion]) -> None:
-    for i, (spec, io, shape, region) in enumerate(zip(model_inputs, inputs, shapes, regions)):
-        _check_window("input", i, io.data, region)
+    for i, (spec, window, shape, region) in enumerate(zip(model_inputs, request.inputs,
+                                                          request.shapes, regions)):
+        _check_window("input", i, window, region)
         need = math.prod(shape) * spec.dtype.itemsize
-        if io.data.dataSize < need:
+        if window.data_size < need:
             raise DriverError(
-                NNRT_INVALID_PARAMETER, f"input {i}: {io.data.dataSize} bytes for {need} needed"
+                NNRT_INVALID_PARAMETER, f"input {i}: {window.data_size} bytes for {need} needed"
             )
-    for i, (io, region) in enumerate(zip(outputs, regions[len(inputs):])):
-        _check_window("output", i, io.data, region)
+    for i, (window, region) in enumerate(zip(request.outputs, regions[len(request.inputs):])):
+        _check_window("output", i, window, region)
 
 
-def _check_fit(model_outputs: Sequence[TensorSpec], outputs: Sequence[ht.IOTensor],
+def _check_fit(model_outputs: Sequence[TensorSpec], outputs: Sequence[Window],
                shapes: Sequence[Sequence[int]]) -> None:
-    for i, (spec, io, shape) in enumerate(zip(model_outputs, outputs, shapes)):
+    for i, (spec, window, shape) in enumerate(zip(model_outputs, outputs, shapes)):
         need = math.prod(shape) * spec.dtype.itemsize
-        if io.data.dataSize < need:
+        if window.data_size < need:
             raise InsufficientBuffer(
-                f"output {i} needs {need} bytes, its window has {io.data.dataSize}", shapes
+                f"output {i} needs {need} bytes, its window has {window.data_size}", shapes
             )
 
 
-def execute(entry: PreparedEntry, inputs: Sequence[ht.IOTensor], outputs: Sequence[ht.IOTensor],
-            table: BufferTable, cancelled: CancelCheck,
+def execute(entry: PreparedEntry, request: CheckedRequest, table: BufferTable,
+            cancelled: CancelCheck,
             admit: Callable[[], AbstractContextManager] = nullcontext,
-            request_key: bytes | None = None) -> list[list[int]]:
-    """Check and run one request; returns outputDims. `admit()` is entered around the
-    computation alone, after every check (the device's run scheduler). `request_key`: the
-    serialized request, under which its checked shapes are kept for the next identical
-    request (PreparedEntry.checked_requests)."""
-    shapes = entry.checked_requests.get(request_key) if request_key is not None else None
-    if shapes is None:
-        shapes = check_request(entry, inputs, outputs)
-        if request_key is not None and len(entry.checked_requests) < MAX_CHECKED_REQUESTS:
-            entry.checked_requests[request_key] = shapes
+            keep: bool = False) -> list[list[int]]:
+    """Check a request against its buffers and run it; returns outputDims. `admit()` is
+    entered around the computation alone, after every check (the device's run scheduler).
+    `keep`: the request is kept for identical ones (`CheckedRequest`), so a model that
+    writes into its outputs binds them once for all of its runs."""
     model = entry.model
-    ids = [io.data.bufferId for io in inputs] + [io.data.bufferId for io in outputs]
-    with table.borrow(ids) as regions:
-        _check_regions(model.inputs, inputs, outputs, shapes, regions)
-        views = [region.readonly_array(io.data.offset, spec.dtype, math.prod(shape)).reshape(shape)
-                 for spec, io, shape, region in zip(model.inputs, inputs, shapes, regions)]
-        static = entry.static_output_shapes
-        if static is not None:
-            _check_fit(model.outputs, outputs, static)
-            if model.writes_into_outputs:
-                targets = [region.array(io.data.offset, spec.dtype, math.prod(shape))
-                           .reshape(shape) for spec, io, shape, region
-                           in zip(model.outputs, outputs, static, regions[len(inputs):])]
+    static = entry.static_output_shapes
+    with table.borrow(request.buffer_ids) as regions:
+        if not request.windows_checked:
+            _check_regions(model.inputs, request, regions)
+            if static is not None:
+                _check_fit(model.outputs, request.outputs, static)
+            request.windows_checked = True
+        if request.bound is not None:
+            with admit():
+                request.bound(cancelled)
+            return [list(s) for s in static]
+        views = [region.readonly_array(w.offset, spec.dtype, math.prod(shape)).reshape(shape)
+                 for spec, w, shape, region
+                 in zip(model.inputs, request.inputs, request.shapes, regions)]
+        if static is not None and model.writes_into_outputs:
+            targets = [region.array(w.offset, spec.dtype, math.prod(shape)).reshape(shape)
+                       for spec, w, shape, region
+                       in zip(model.outputs, request.outputs, static,
+                              regions[len(request.inputs):])]
+            bound = model.bind(views, targets) if keep else None
+            if bound is not None:  # it keeps addresses, not the views
+                request.bound = bound
+                del targets, views
+                with admit():
+                    bound(cancelled)
+            else:
                 with admit():
                     model.run_into(views, targets, cancelled)
                 del targets, views
-                return [list(s) for s in static]
+            return [list(s) for s in static]
         with admit():
             results = model.run(views, cancelled)
         del views
         if len(results) != len(model.outputs):
             raise DriverError(NNRT_FAILED, f"device returned {len(results)} outputs")
         out_shapes = [list(r.shape) for r in results]
-        if entry.static_output_shapes is None:
-            _check_fit(model.outputs, outputs, out_shapes)
-        for spec, io, result, region in zip(model.outputs, outputs, results,
-                                            regions[len(inputs):]):
+        if static is None:
+            _check_fit(model.outputs, request.outputs, out_shapes)
+        for spec, w, result, region in zip(model.outputs, request.outputs, results,
+                                           regions[len(request.inputs):]):
             if result.dtype != spec.dtype:
                 raise DriverError(
                     NNRT_FAILED, f"device computed {result.dtype} for {spec.dtype} output {spec.name!r}"
                 )
-            target = region.array(io.data.offset, spec.dtype, result.size).reshape(result.shape)
+            target = region.array(w.offset, spec.dtype, result.size).reshape(result.shape)
             np.copyto(target, result, casting="no")
             del target
         del results

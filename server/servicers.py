@@ -252,6 +252,20 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
 QUICK_RUN_S = 200e-6
 
 
+def _known(session: Session, payload: bytes) -> tuple[PreparedEntry, execution.CheckedRequest] | None:
+    """The prepared model and checked request of a serialized RunRequest seen before in
+    this session, found without decoding it: `preparedModelId = 1` comes first as protobuf
+    writes it (ids below 128 in one byte), and the request is kept under its whole bytes by
+    the model those bytes named when they were decoded."""
+    if len(payload) < 2 or payload[0] != 8 or payload[1] >= 128:
+        return None
+    entry = session.prepared_entries().get(payload[1])
+    if entry is None:
+        return None
+    checked = entry.checked_requests.get(payload)
+    return None if checked is None else (entry, checked)
+
+
 class PreparedModelServicer(rpc.IPreparedModelServicer):
     def __init__(self, sessions: SessionRegistry, faults: FaultInjection,
                  stats: RunStats | None = None, scheduler: RunScheduler | None = None) -> None:
@@ -312,56 +326,79 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
     def run_packet(self, session: Session, payload: bytes, deadline: float | None,
                    cancelled: Callable[[], bool] = lambda: False) -> bytes:
         """Run as the session channel carries it (common/session_channel.py): bytes in and
-        out, the caller's timeout as a deadline, `cancelled()` its cancel."""
-        try:
-            request = pb.RunRequest.FromString(payload)
-        except Exception as exc:  # protobuf's DecodeError
-            self.stats.started()
-            self.stats.finished(succeeded=False, abandoned=False)
-            error = DriverError(NNRT_INVALID_PARAMETER, f"undecodable RunRequest: {exc}")
-            return _refusal("Run", f"session {session.id}", error, pb.RunReply).SerializeToString()
+        out, the caller's timeout as a deadline, `cancelled()` its cancel. A request seen
+        before (`_known`) is not decoded again."""
         if deadline is None:
             caller_active = lambda: not cancelled()  # noqa: E731
         else:
             caller_active = lambda: time.monotonic() < deadline and not cancelled()  # noqa: E731
-        reply = self.run_in_session(session, request, caller_active, payload)
+        known = _known(session, payload)
+        if known is not None:
+            reply = self._run(session, known[0], known[1], caller_active, payload)
+        else:
+            try:
+                request = pb.RunRequest.FromString(payload)
+            except Exception as exc:  # protobuf's DecodeError
+                self.stats.started()
+                self.stats.finished(succeeded=False, abandoned=False)
+                error = DriverError(NNRT_INVALID_PARAMETER, f"undecodable RunRequest: {exc}")
+                return _refusal("Run", f"session {session.id}", error,
+                                pb.RunReply).SerializeToString()
+            reply = self.run_in_session(session, request, caller_active, payload)
         if isinstance(reply, bytes):
             return reply
         return reply.SerializeToString()
 
     def quick(self, session: Session, payload: bytes) -> bool:
-        """Whether the session channel may run this request on its own thread: a model of
-        static shapes whose recent runs took under QUICK_RUN_S, no fault in force, and the
-        device idle (a queued run would make the channel wait)."""
-        if self.faults.enabled or self.scheduler.busy or len(payload) < 2 or payload[0] != 8:
+        """Whether the session channel may run this request on its own thread: a request
+        seen before (`_known`) of a model of static shapes whose recent runs took under
+        QUICK_RUN_S, no fault in force, and the device idle (a queued run would make the
+        channel wait)."""
+        if self.faults.enabled or self.scheduler.busy:
             return False
-        model_id = payload[1]  # preparedModelId = 1, a varint: ids below 128 in one byte
-        if model_id >= 128:
+        known = _known(session, payload)
+        if known is None:
             return False
-        entry = session.prepared_entries().get(model_id)
-        return entry is not None and entry.static_output_shapes is not None and \
-            entry.recent_run_s < QUICK_RUN_S
+        entry = known[0]
+        return entry.static_output_shapes is not None and entry.recent_run_s < QUICK_RUN_S
 
     def run_in_session(self, session: Session, request: pb.RunRequest,
                        caller_active: Callable[[], bool],
                        request_key: bytes | None = None) -> pb.RunReply | bytes:
-        """Run over either transport: counted in the stats, never raises (server/stats.py).
-        With `request_key` (the session channel's serialized request) a successful run of
-        static shapes answers with its prepared model's serialized reply (always the same)."""
+        """Run a decoded request over either transport. With `request_key` (the session
+        channel's serialized request) the checked request is kept under it."""
+        try:
+            entry = session.prepared(request.preparedModelId)
+        except DriverError as exc:
+            self.stats.started()
+            self.stats.finished(succeeded=False, abandoned=False)
+            return _refusal("Run", f"session {session.id}", exc, pb.RunReply)
+        return self._run(session, entry, request, caller_active, request_key)
+
+    def _run(self, session: Session, entry: PreparedEntry,
+             request: pb.RunRequest | execution.CheckedRequest,
+             caller_active: Callable[[], bool],
+             request_key: bytes | None = None) -> pb.RunReply | bytes:
+        """Counted in the stats, never raises (server/stats.py). With `request_key` a
+        successful run of static shapes answers with its prepared model's serialized reply
+        (always the same)."""
         self.stats.started()
         reply = None
         try:
-            entry = session.prepared(request.preparedModelId)
-
             def cancelled() -> bool:  # asked between operators: the health watchdog's
                 self.stats.progress()  # sign that the execution path moves (server/stats.py)
                 return not caller_active() or session.closed
 
             self.faults.on_run(cancelled)
+            if not isinstance(request, execution.CheckedRequest):
+                request = execution.check_request(entry, request.inputs, request.outputs)
+                if request_key is not None and \
+                        len(entry.checked_requests) < execution.MAX_CHECKED_REQUESTS:
+                    entry.checked_requests[request_key] = request
             started = time.perf_counter()
-            dims = execution.execute(entry, request.inputs, request.outputs, session.buffers,
-                                     cancelled, lambda: self.scheduler.slot(session.id, cancelled),
-                                     request_key)
+            dims = execution.execute(entry, request, session.buffers, cancelled,
+                                     lambda: self.scheduler.slot(session.id, cancelled),
+                                     keep=request_key is not None)
             took = time.perf_counter() - started
             entry.recent_run_s = took if entry.recent_run_s == float("inf") else \
                 0.8 * entry.recent_run_s + 0.2 * took

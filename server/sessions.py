@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.common import session_channel as channel
@@ -61,6 +61,9 @@ from nnrt.common.errors import (
     DriverError,
 )
 
+if TYPE_CHECKING:
+    from nnrt.server.execution import CheckedRequest  # execution imports this module
+
 log = logging.getLogger(__name__)
 
 
@@ -73,10 +76,10 @@ class PreparedEntry:
     max_dims: list[list[int]]
     static_output_shapes: list[tuple[int, ...]] | None
     cache: list[int] = field(default_factory=list)  # buffer ids of exported cache blobs
-    # Run requests already checked (execution.check_request is a pure function of the entry
-    # and the request): serialized RunRequest -> input shapes. A client that runs the same
-    # tensors again sends the same bytes; bounded, first come first kept.
-    checked_requests: dict[bytes, list[tuple[int, ...]]] = field(default_factory=dict)
+    # Run requests already checked (execution.CheckedRequest), by their serialized
+    # RunRequest: a client that runs the same tensors again sends the same bytes; bounded
+    # (execution.MAX_CHECKED_REQUESTS), first come first kept.
+    checked_requests: dict[bytes, CheckedRequest] = field(default_factory=dict)
     success_reply: bytes | None = None  # the serialized RunReply of a run with static shapes
     recent_run_s: float = float("inf")  # a moving average of its runs' computation
 
@@ -471,6 +474,7 @@ class SessionChannelServer:
         self._refusal_log = _RateLimitedLog()
         self._error_log = _RateLimitedLog()
         self._stopping = False
+        self._packet = bytearray(channel.MAX_PACKET)  # what the selector thread reads into
         self._thread = threading.Thread(target=self._loop, name="session-channel", daemon=True)
 
     def start(self) -> None:
@@ -663,7 +667,7 @@ class SessionChannelServer:
     def _serve(self, connection: _Connection) -> None:
         session = connection.session
         try:
-            data, fds = channel.receive_packet(connection.sock)
+            data, fds = channel.receive_packet(connection.sock, self._packet)
         except (BlockingIOError, InterruptedError):
             return
         except ValueError as exc:

@@ -4,6 +4,8 @@ serialized success reply, and which runs the session channel may serve on its ow
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from nnrt.drivers.cpu.device import CpuDevice
@@ -13,7 +15,8 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server import execution
 from nnrt.server.buffers import SharedRegion
 from nnrt.server.device import PrepareConfig
-from nnrt.common.errors import NNRT_FAILED, NNRT_INVALID_SHAPE, NNRT_SUCCESS
+from nnrt.common.errors import (NNRT_FAILED, NNRT_INVALID_BUFFER, NNRT_INVALID_MODEL,
+                                NNRT_INVALID_SHAPE, NNRT_SUCCESS)
 from nnrt.server.faults import FaultInjection
 from nnrt.server.graph import DYNAMIC
 from nnrt.server.run_scheduler import RunScheduler
@@ -117,4 +120,95 @@ def test_an_unexpected_failure_is_answered_with_a_reason_pointing_at_the_log(mon
     assert reply.returnCode == NNRT_FAILED
     assert reply.reason == ("Run failed unexpectedly in the driver (RuntimeError); its log has "
                             "the details")
+    registry.close(session)
+
+
+def _ort_session_with_add_one():
+    """y = x + 1 on 4 float32 values, the ort engine (a single session: writes into its
+    outputs), in a session with two 16-byte buffers; (registry, session, servicer, entry,
+    payload, x region, y region)."""
+    g = GraphBuilder()
+    x = g.tensor((4,))
+    y = g.node(na.NODE_TYPE_ADD_FUSION, na.AddFusion(),
+               [x, g.tensor((4,), np.ones(4, np.float32))], (4,))
+    model = CpuDevice(engine="ort").prepare(g.graph([x], [y]), PrepareConfig())
+    assert model.writes_into_outputs
+    mins, maxs = model.input_dim_ranges()
+    entry = PreparedEntry(model, mins, maxs, model.static_output_shapes())
+    registry = SessionRegistry()
+    session = registry.open(None)
+    model_id = session.add_prepared(entry)
+    servicer = PreparedModelServicer(registry, FaultInjection(), scheduler=RunScheduler(2))
+    regions, ios = [], []
+    for _ in range(2):
+        region = SharedRegion.allocate(16)
+        buffer_id = session.buffers.add(region)
+        regions.append((buffer_id, region))
+        ios.append(ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=[4],
+                               format=ht.FORMAT_NHWC,
+                               data=ht.SharedBuffer(bufferId=buffer_id, bufferSize=16,
+                                                    dataSize=16)))
+    payload = pb.RunRequest(preparedModelId=model_id, inputs=ios[:1],
+                            outputs=ios[1:]).SerializeToString()
+    return registry, session, servicer, entry, payload, regions[0], regions[1]
+
+
+def test_a_kept_request_is_bound_once_and_reads_the_inputs_of_each_run(monkeypatch):
+    registry, session, servicer, entry, payload, (_, xr), (_, yr) = _ort_session_with_add_one()
+    binds = []
+    real = entry.model.bind
+    monkeypatch.setattr(entry.model, "bind", lambda *a: binds.append(1) or real(*a))
+    decoded = []
+    real_from = pb.RunRequest.FromString
+    monkeypatch.setattr(pb.RunRequest, "FromString",
+                        lambda data: decoded.append(1) or real_from(data))
+    for k in range(5):
+        xr.array(0, np.float32, 4)[:] = np.arange(4) * (k + 1)
+        reply = pb.RunReply.FromString(servicer.run_packet(session, payload, None))
+        assert reply.returnCode == NNRT_SUCCESS
+        np.testing.assert_array_equal(yr.array(0, np.float32, 4), np.arange(4) * (k + 1) + 1)
+    assert len(binds) == 1 and len(decoded) == 1
+    assert entry.checked_requests[payload].bound is not None
+    registry.close(session)
+
+
+def test_a_kept_request_naming_a_released_buffer_is_refused_before_running():
+    registry, session, servicer, entry, payload, (x_id, _), _ = _ort_session_with_add_one()
+    assert pb.RunReply.FromString(servicer.run_packet(session, payload, None)).returnCode == \
+        NNRT_SUCCESS
+    session.buffers.remove(x_id)  # unmapped: the kept binding's addresses are gone
+    reply = pb.RunReply.FromString(servicer.run_packet(session, payload, None))
+    assert reply.returnCode == NNRT_INVALID_BUFFER
+    assert f"unknown buffer id {x_id}" in reply.reason
+    registry.close(session)
+
+
+def test_a_kept_request_of_a_released_model_is_refused():
+    registry, session, servicer, entry, payload, _, _ = _ort_session_with_add_one()
+    servicer.run_packet(session, payload, None)
+    session.release_prepared(1)
+    reply = pb.RunReply.FromString(servicer.run_packet(session, payload, None))
+    assert reply.returnCode == NNRT_INVALID_MODEL
+    registry.close(session)
+
+
+def test_a_bound_run_from_many_threads_at_once_gives_each_its_result():
+    """Concurrent runs of one kept binding (the same windows): each run binds afresh while
+    the kept one is in use, and every result is the sum the inputs give."""
+    registry, session, servicer, entry, payload, (_, xr), (_, yr) = _ort_session_with_add_one()
+    xr.array(0, np.float32, 4)[:] = [1, 2, 3, 4]
+    codes = []
+
+    def worker():
+        for _ in range(200):
+            codes.append(pb.RunReply.FromString(
+                servicer.run_packet(session, payload, None)).returnCode)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert codes == [NNRT_SUCCESS] * 800
+    np.testing.assert_array_equal(yr.array(0, np.float32, 4), [2, 3, 4, 5])
     registry.close(session)

@@ -35,7 +35,6 @@ memfd, plus the fd, valid as long as the client keeps it, whatever happens to th
 from __future__ import annotations
 
 import _thread
-import array
 import itertools
 import logging
 import math
@@ -160,24 +159,6 @@ def _messages(tensors: Sequence[ht.IOTensor | bytes]) -> list:
 
 _RUN_BYTE = channel.RUN[0]
 _RUN_REPLY_AT = len(channel.RUN) + channel.RUN_REPLY.size  # where a Run reply's protobuf starts
-_FD_SPACE = socket.CMSG_SPACE(16 * array.array("i").itemsize)
-
-
-def _receive_into(sock: socket.socket, buffer: bytearray,
-                  flags: int = 0) -> tuple[int | None, list[int]]:
-    """`channel.receive_packet` into `buffer`: (size, fds) of the next packet; (None, [])
-    at end of file; ValueError for a truncated packet (its fds closed)."""
-    size, ancillary, flags, _ = sock.recvmsg_into([buffer], _FD_SPACE, flags)
-    fds = array.array("i")
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
-    if not size and not fds:
-        return None, []
-    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
-        channel.close_fds(list(fds))
-        raise ValueError("truncated packet")
-    return size, list(fds)
 
 
 def _readable(sock: socket.socket, timeout: float) -> bool:
@@ -263,8 +244,8 @@ class DriverClient:
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
         self._reader = threading.Lock()  # held by the thread that reads the socket now
-        # One packet buffer for the session's lifetime (channel.receive_packet's reading
-        # without a fresh 64 KiB allocation per packet); only the reader uses it.
+        # One packet buffer for the session's lifetime (channel.receive_into); only the
+        # reader uses it.
         self._buffer = bytearray(channel.MAX_PACKET)
         self._view = memoryview(self._buffer)
         self._orphans = 0  # replies still to come for requests whose callers gave up
@@ -389,7 +370,8 @@ class DriverClient:
         was none (`block` False) or at end-of-file / a socket error (`_hung_up` set)."""
         buffer, view = self._buffer, self._view
         try:
-            size, fds = _receive_into(self._sock, buffer, 0 if block else socket.MSG_DONTWAIT)
+            size, fds = channel.receive_into(self._sock, buffer,
+                                             0 if block else socket.MSG_DONTWAIT)
             if size is None:
                 reply, seq = None, None
             elif size and buffer[0] == _RUN_BYTE:  # a Run reply: protobuf bytes

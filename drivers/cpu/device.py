@@ -23,7 +23,8 @@ from nnrt.drivers.cpu.plan import ExecutionPlan, one_unit_per_node
 from nnrt.drivers.reference import supported_operations
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import graph_cache, sealed_blob
-from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
+from nnrt.server.device import (BoundRun, CancelCheck, Capabilities, Device, PrepareConfig,
+                                PreparedModel)
 from nnrt.common.errors import NNRT_INVALID_MODEL_CACHE, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import Graph, Shape
 from nnrt.server.run_scheduler import granted_cores
@@ -137,6 +138,25 @@ class CpuPreparedModel(PreparedModel):
         results = self.segment.execute(inputs, narrow)
         for position, target in zip(positions, targets):
             np.copyto(target, results[position], casting="no")
+
+    def bind(self, inputs: Sequence[np.ndarray],
+             targets: Sequence[np.ndarray]) -> BoundRun | None:
+        """The single session's IOBinding of these windows, kept (engine.SegmentBinding):
+        a run then costs onnxruntime's own time alone, whatever the outputs' size."""
+        if not self.writes_into_outputs or \
+                not all(a.flags.c_contiguous for a in (*inputs, *targets)):
+            return None
+        by_position: list[np.ndarray | None] = [None] * len(self.segment.output_ids)
+        for position, target in zip(self.output_positions, targets):
+            by_position[position] = target
+        binding = self.segment.bind([inputs[p] for p in self.input_positions], by_position)
+
+        def run(cancelled: CancelCheck) -> None:
+            if cancelled():
+                raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
+            binding.run(granted_cores() == 1)
+
+        return run
 
     def export_cache(self) -> list[bytes]:
         # The validated graph (the precision mode comes from the config of the import), and

@@ -76,7 +76,7 @@ def rss_mb(pid: int) -> float:
 
 
 FLOODER = textwrap.dedent("""
-    import json, sys
+    import json, queue, sys, threading
     from collections import Counter
     from pathlib import Path
     from nnrt.client.core.driver import DriverClient, _Waiter, run_request_bytes
@@ -89,9 +89,23 @@ FLOODER = textwrap.dedent("""
     _, x = client.allocate_buffer(16)
     _, y = client.allocate_buffer(16)
     data = run_request_bytes(model, [io(x, 4)], [io(y, 4)])
-    # Run packets as fast as the socket takes them, never waiting for a reply (the
-    # session's watcher thread reads them meanwhile).
-    waiters = []
+    # Run packets as fast as the socket takes them, never waiting for a reply before the
+    # next; a second thread waits for them in order (and so reads the replies meanwhile).
+    sent = queue.Queue()
+    codes, unanswered = Counter(), 0
+
+    def collect():
+        global unanswered
+        while (item := sent.get()) is not None:
+            seq, waiter = item
+            if client._await(seq, waiter, 20) and waiter.answered:
+                codes[pb.RunReply.FromString(waiter.reply).returnCode] += 1
+            else:
+                unanswered += 1
+
+    collector = threading.Thread(target=collect)
+    collector.start()
+    count = 0
     for _ in range(int(sys.argv[3])):
         seq = next(client._seq)
         waiter = _Waiter()
@@ -100,13 +114,11 @@ FLOODER = textwrap.dedent("""
             client._sock.send(channel.RUN + channel.RUN_REQUEST.pack(seq, 10000) + data)
         except OSError:
             break
-        waiters.append(waiter)
-    codes, unanswered = Counter(), 0
-    for waiter in waiters:
-        if waiter.wait(20) and waiter.answered:
-            codes[pb.RunReply.FromString(waiter.reply).returnCode] += 1
-        else:
-            unanswered += 1
+        sent.put((seq, waiter))
+        count += 1
+    sent.put(None)
+    collector.join(60)
+    waiters = range(count)
     print(json.dumps({"sent": len(waiters), "codes": codes, "unanswered": unanswered,
                       "alive": client.alive}), flush=True)
 """)
