@@ -318,7 +318,10 @@ class DriverClient:
         poller = select.poll()
         poller.register(self._poke_r, select.POLLIN)
         interest = select.POLLRDHUP  # POLLHUP and POLLERR are always reported
-        poller.register(self._sock, interest)
+        # The number, not the socket object: close() (which marks the client dead first)
+        # may close the socket between two polls; its number then reads as a hang-up.
+        sock_fd = self._sock.fileno()
+        poller.register(sock_fd, interest)
         try:
             while not self._dead.is_set():
                 hung_up = readable = False
@@ -349,7 +352,7 @@ class DriverClient:
                     self._hand_on()
                 wanted = select.POLLRDHUP | (select.POLLIN if self._orphans else 0)
                 if wanted != interest:
-                    poller.modify(self._sock, wanted)
+                    poller.modify(sock_fd, wanted)
                     interest = wanted
         finally:
             with self._lock:  # no poke may write to a number reused by then
