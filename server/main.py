@@ -42,12 +42,14 @@ from pathlib import Path
 
 from nnrt.drivers import DEVICE_KINDS, DeviceUnavailable, load_device, reference
 from nnrt.server import buffers
+from nnrt.common.cpus import usable_cores
 from nnrt.common.faults import DEVICE_STATUS, PLAIN_FIELDS, Faults
 from nnrt.server.faults import FaultInjection
 from nnrt.server.host import STALL_TIMEOUT, DriverAlreadyRunning, DriverHost
 from nnrt.server.journal import JournalFormatter, stderr_is_journal
 from nnrt.common.runtime_dir import DriverLock, NameLocked, UnsafeRuntimeDir, runtime_dir
-from nnrt.server.sessions import DEFAULT_MAX_RUNS_PER_SESSION, ChannelPolicy
+from nnrt.server.sessions import (DEFAULT_MAX_RUNS_PER_SESSION, MAX_SPIN_US, SPIN_S,
+                                  ChannelPolicy)
 
 log = logging.getLogger("nnrt.driver")
 
@@ -96,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
                          help="Runs of one session in flight on the session channel; one "
                               "more is answered NNRT_DEVICE_BUSY at once (default "
                               f"{DEFAULT_MAX_RUNS_PER_SESSION})")
+    channel.add_argument("--spin-us", type=int, default=round(SPIN_S * 1e6), metavar="US",
+                         help="after answering a quick Run of the only active session on its "
+                              "own thread, poll up to this many µs for that client's next "
+                              "Run before sleeping (saves the wake-up of a sleeping thread; "
+                              "costs up to that much CPU per run, only while one client "
+                              "runs back to back); 0: never (default "
+                              f"{round(SPIN_S * 1e6)}, 0 on a single CPU)")
     channel.add_argument("--allow-uid", type=int, action="append", default=[], metavar="UID",
                          help="only processes of this uid (repeatable), or of an --allow-gid "
                               "group, may open sessions (default: anyone who can open the "
@@ -160,6 +169,8 @@ def parse_args(argv: list[str] | None,
             parser.error(f"--{option.replace('_', '-')} must be >= 0")
     if args.max_runs_per_session < 1:
         parser.error("--max-runs-per-session must be >= 1")
+    if not 0 <= args.spin_us <= MAX_SPIN_US:
+        parser.error(f"--spin-us must be between 0 and {MAX_SPIN_US}")
     if any(i < 0 for i in args.allow_uid + args.allow_gid):
         parser.error("--allow-uid and --allow-gid take ids >= 0")
     if not args.stall_timeout >= 0 or args.stall_timeout == float("inf"):
@@ -280,7 +291,8 @@ def channel_policy(args: argparse.Namespace) -> ChannelPolicy:
     """The session channel's limits the options ask for."""
     return ChannelPolicy(max_runs_per_session=args.max_runs_per_session,
                          allow_uids=frozenset(args.allow_uid),
-                         allow_gids=frozenset(args.allow_gid))
+                         allow_gids=frozenset(args.allow_gid),
+                         spin_s=args.spin_us / 1e6 if usable_cores() > 1 else 0.0)
 
 
 def raise_fd_limit() -> tuple[int, int]:

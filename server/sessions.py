@@ -225,9 +225,11 @@ _FORBIDDEN = pb.RunReply(returnCode=NNRT_OPERATION_FORBIDDEN).SerializeToString(
 _FAILED = pb.RunReply(returnCode=NNRT_FAILED).SerializeToString()
 
 # After answering a quick run on its own thread, the channel polls for the next packet for
-# up to SPIN_S before it sleeps (see SessionChannelServer._spin), when that session is the
-# only one active (no other packet within SOLO_S) and its last gap fitted in SPIN_S.
+# up to `ChannelPolicy.spin_s` (--spin-us) before it sleeps (SessionChannelServer._spin),
+# when that session is the only one active (no other packet within SOLO_S) and its last
+# gap fitted.
 SPIN_S = 150e-6
+MAX_SPIN_US = 10_000
 SOLO_S = 0.01
 DEFAULT_MAX_RUNS_PER_SESSION = 64  # Runs of one session in flight; beyond: NNRT_DEVICE_BUSY
 MAX_QUEUED_PACKETS = 4096  # replies a connection may have waiting for its socket ...
@@ -256,6 +258,7 @@ class ChannelPolicy:
     allow_gids: frozenset[int] = frozenset()  # open the (0660) socket
     max_queued_packets: int = MAX_QUEUED_PACKETS
     max_queued_bytes: int = MAX_QUEUED_BYTES
+    spin_s: float = SPIN_S  # 0: the channel's thread never polls (--spin-us)
 
     @property
     def restricted(self) -> bool:
@@ -570,9 +573,9 @@ class SessionChannelServer:
         a sleeping thread (on a 2-vCPU VM ~30-40 µs each way, the largest part of a tiny
         Run's round trip). Only after a quick run of the one active session whose last gap
         fitted (`_start_run`), so a busy driver or a client that works between its runs
-        costs no CPU; at most SPIN_S per run otherwise."""
+        costs no CPU; at most `spin_s` per run otherwise."""
         self._spin_next = False
-        until = time.perf_counter() + SPIN_S
+        until = time.perf_counter() + self.policy.spin_s
         select = self._selector.select
         while True:
             events = select(0)
@@ -778,7 +781,7 @@ class SessionChannelServer:
                 not _more_pending(connection.sock):
             self._run(connection, seq, deadline, payload)
             connection.answered_at = time.perf_counter()
-            self._spin_next = connection.gap < SPIN_S and self._runs == 0 and \
+            self._spin_next = connection.gap < self.policy.spin_s and self._runs == 0 and \
                 time.monotonic() >= self._others_until
             return
         try:

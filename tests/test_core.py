@@ -222,3 +222,18 @@ def test_an_execution_sizes_its_outputs_by_the_drivers_shapes(shared_driver):
     finally:
         model.close()
         registry.close()
+
+
+@pytest.mark.parametrize("value, expected_us", [("", 150), ("0", 0), ("40", 40),
+                                                 ("10000", 10000), ("-1", 150),
+                                                 ("10001", 150), ("fast", 150)])
+def test_the_clients_polling_window_comes_from_the_environment(monkeypatch, caplog, value,
+                                                               expected_us):
+    from nnrt.client.core import driver as core_driver
+
+    monkeypatch.setattr(core_driver, "usable_cores", lambda: 2)
+    monkeypatch.setenv(core_driver.SPIN_ENV, value)
+    assert core_driver.spin_seconds() == pytest.approx(expected_us / 1e6)
+    assert ("is not a number of µs" in caplog.text) == (value in ("-1", "10001", "fast"))
+    monkeypatch.setattr(core_driver, "usable_cores", lambda: 1)
+    assert core_driver.spin_seconds() == 0.0  # one CPU: polling would starve the driver

@@ -329,7 +329,8 @@ def test_channel_policy_allows():
 
 
 @pytest.mark.multiprocess
-@pytest.mark.parametrize("options", [["--max-runs-per-session", "0"], ["--allow-uid", "-1"]])
+@pytest.mark.parametrize("options", [["--max-runs-per-session", "0"], ["--allow-uid", "-1"],
+                                     ["--spin-us", "-1"], ["--spin-us", "10001"]])
 def test_bad_channel_options_are_usage_errors(runtime_dir, options):
     done = subprocess.run([sys.executable, "-m", "nnrt.server", "cpu", "--runtime-dir",
                            str(runtime_dir), *options], capture_output=True, text=True,

@@ -56,6 +56,7 @@ from nnrt.protos import hdi_pb2_grpc as rpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
 from nnrt.common import session_channel as channel
+from nnrt.common.cpus import usable_cores
 from nnrt.common.errors import NNRT_SUCCESS, code_name
 
 from .buffer import SharedMemory
@@ -64,6 +65,28 @@ from nnrt.common.runtime_dir import (SERVICE_USER_ENV, UnsafeRuntimeDir, check_r
                                      grpc_socket, runtime_dir, session_socket, trusted_uids)
 
 log = logging.getLogger(__name__)
+
+# A Run whose model's last round trip took under this polls for its reply up to this long
+# before sleeping (`DriverClient.run`); NNRT_CLIENT_SPIN_US=0 turns it off, and on a single
+# CPU it is off (the poller would only keep the driver from running).
+SPIN_ENV = "NNRT_CLIENT_SPIN_US"
+DEFAULT_SPIN_US = 150
+
+
+def spin_seconds() -> float:
+    """The client's polling window from NNRT_CLIENT_SPIN_US (µs, 0 to 10 000)."""
+    if usable_cores() < 2:
+        return 0.0
+    text = os.environ.get(SPIN_ENV, "").strip()
+    try:
+        value = int(text) if text else DEFAULT_SPIN_US
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 10_000:
+        log.warning("%s=%r is not a number of µs from 0 to 10000: %d used", SPIN_ENV, text,
+                    DEFAULT_SPIN_US)
+        value = DEFAULT_SPIN_US
+    return value / 1e6
 
 _EMPTY = empty_pb2.Empty()
 _MAX_MESSAGE_BYTES = 64 << 20
@@ -249,6 +272,8 @@ class DriverClient:
         self._buffer = bytearray(channel.MAX_PACKET)
         self._view = memoryview(self._buffer)
         self._orphans = 0  # replies still to come for requests whose callers gave up
+        self._round_trips: dict[int, float] = {}  # prepared model id -> its last Run's (s)
+        self._spin = spin_seconds()  # how long a quick Run polls for its reply (`run`)
         self._hung_up = False  # the reader met end-of-file (the watcher marks the death)
         try:  # who may have put these sockets there: before anything is sent or received
             check_runtime_dir(self.session_path.parent)
@@ -414,10 +439,12 @@ class DriverClient:
         if waiting:
             waiting[0].wake()
 
-    def _await(self, seq: int, waiter: _Waiter, timeout: float | None) -> bool:
+    def _await(self, seq: int, waiter: _Waiter, timeout: float | None,
+               spin: float = 0.0) -> bool:
         """Wait for the reply to request `seq`, reading the socket while no other thread
         does. True once settled (answered, or the session is dead); False after `timeout`
-        seconds, the request abandoned (its late reply is dropped by whoever reads)."""
+        seconds, the request abandoned (its late reply is dropped by whoever reads).
+        `spin`: poll for the reply that many seconds before sleeping (`run`)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not waiter.answered and not self._dead.is_set():
             left = None if deadline is None else deadline - time.monotonic()
@@ -436,6 +463,11 @@ class DriverClient:
                 waiter.sleep(left)  # woken with the reply, at the death, or to read
                 continue
             try:
+                if spin and len(self._waiters) == 1:  # nobody else waits on this session
+                    until = time.perf_counter() + spin
+                    while not waiter.answered and not self._hung_up and \
+                            time.perf_counter() < until:
+                        self._read_one(block=False)
                 while not waiter.answered and not self._dead.is_set():
                     if deadline is not None:
                         left = deadline - time.monotonic()
@@ -662,6 +694,12 @@ class DriverClient:
         DriverGone when the driver dies meanwhile. `ticket.cancel()`, from any thread, has
         the driver abandon the run as at its deadline; the call still returns the driver's
         reply (when the driver is done with the run's buffers).
+
+        A Run of a model whose last round trip took under the polling window
+        (NNRT_CLIENT_SPIN_US, 150 µs by default) polls for its reply that long before it
+        sleeps — as the driver polls for the next Run (--spin-us) — when it is the only
+        request of this session waiting: such a reply comes within tens of µs, and the
+        wake-up of a sleeping thread costs about as much; a slower model never polls.
         """
         data = run_request_bytes(model_id, inputs, outputs)
         if _RUN_OVERHEAD + len(data) > channel.MAX_PACKET:
@@ -682,8 +720,13 @@ class DriverClient:
             raise DriverGone(f"session channel: {exc}") from exc
         if ticket is not None:
             ticket.started(self, seq)
-        if not self._await(seq, waiter, timeout):
+        sent = time.perf_counter()
+        spin = self._spin if self._round_trips.get(model_id, 1.0) < self._spin else 0.0
+        if not self._await(seq, waiter, timeout, spin):
             raise TimeoutError(f"Run exceeded {timeout} s")
+        if len(self._round_trips) >= 1024:
+            self._round_trips.clear()
+        self._round_trips[model_id] = time.perf_counter() - sent
         if not waiter.answered:
             raise self._gone()
         return pb.RunReply.FromString(waiter.reply)

@@ -25,6 +25,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import graph_cache, sealed_blob
 from nnrt.server.device import (BoundRun, CancelCheck, Capabilities, Device, PrepareConfig,
                                 PreparedModel)
+from nnrt.common.cpus import usable_cores
 from nnrt.common.errors import NNRT_INVALID_MODEL_CACHE, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import Graph, Shape
 from nnrt.server.run_scheduler import granted_cores
@@ -197,7 +198,7 @@ class CpuDevice(Device):
             # alone has them all (`--threads`), runs that share them one thread each
             # (server/run_scheduler.py `granted_cores`): oversubscribed cores made 8 clients
             # slower than one.
-            self.concurrent_runs = ort_engine.usable_cores()
+            self.concurrent_runs = usable_cores()
         self._lock = threading.Lock()
         self._nodes = [0, 0]  # nodes of live prepared models on onnxruntime, on numpy
         log.info("CPU engine: %s%s", engine,

@@ -42,6 +42,7 @@ import numpy as np
 import onnxruntime as ort
 from onnx import helper
 
+from ....common.cpus import usable_cores
 from ....common.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
 from ....server.graph import DYNAMIC, Graph, TensorSpec
 from ....server.sealed_blob import refusal, seal, unseal
@@ -58,13 +59,6 @@ log = logging.getLogger(__name__)
 
 _pool_lock = threading.Lock()
 _pool_threads: int | None = None  # intra-op threads of a run that has the cores to itself
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def configure_threads(threads: int | None) -> int:
