@@ -230,7 +230,7 @@ _FAILED = pb.RunReply(returnCode=NNRT_FAILED).SerializeToString()
 # gap fitted.
 SPIN_S = 150e-6
 MAX_SPIN_US = 10_000
-SOLO_S = 0.01
+SOLO_S = 0.002
 DEFAULT_MAX_RUNS_PER_SESSION = 64  # Runs of one session in flight; beyond: NNRT_DEVICE_BUSY
 MAX_QUEUED_PACKETS = 4096  # replies a connection may have waiting for its socket ...
 MAX_QUEUED_BYTES = 4 << 20  # ... and their bytes; beyond either the session is dropped
