@@ -185,10 +185,12 @@ _RUN_REPLY_AT = len(channel.RUN) + channel.RUN_REPLY.size  # where a Run reply's
 
 
 def _readable(sock: socket.socket, timeout: float) -> bool:
-    """Whether `sock` has a packet (or end-of-file) within `timeout` seconds."""
+    """Whether `sock` has a packet (or end-of-file) within `timeout` seconds, rounded down
+    to the millisecond: a wait never ends past the caller's deadline (the driver abandons a
+    run at the same deadline, so its reply would otherwise race the timeout)."""
     poller = select.poll()
     poller.register(sock, select.POLLIN)
-    return bool(poller.poll(math.ceil(timeout * 1000)))
+    return bool(poller.poll(int(timeout * 1000)))
 
 
 def _drain_pipe(fd: int) -> None:
@@ -471,8 +473,10 @@ class DriverClient:
                 while not waiter.answered and not self._dead.is_set():
                     if deadline is not None:
                         left = deadline - time.monotonic()
-                        if left <= 0 or not _readable(self._sock, left):
+                        if left <= 0:
                             break
+                        if not _readable(self._sock, left):
+                            continue  # the deadline, or the sub-millisecond rest of it
                     if not self._read_one(block=True) and self._hung_up:
                         break
             finally:
