@@ -318,10 +318,14 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
         try:
             session = _session_of(self.sessions, context)
         except DriverError as exc:
-            self.stats.started()
-            self.stats.finished(succeeded=False, abandoned=False)
-            return _refusal("Run", "no session", exc, pb.RunReply)
+            return self._refused_run("no session", exc)
         return self.run_in_session(session, request, context.is_active)
+
+    def _refused_run(self, where: str, error: Exception) -> pb.RunReply:
+        """A Run refused before it reached a prepared model, counted as a failed run."""
+        self.stats.started()
+        self.stats.finished(succeeded=False, abandoned=False)
+        return _refusal("Run", where, error, pb.RunReply)
 
     def run_packet(self, session: Session, payload: bytes, deadline: float | None,
                    cancelled: Callable[[], bool] = lambda: False) -> bytes:
@@ -339,11 +343,8 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
             try:
                 request = pb.RunRequest.FromString(payload)
             except Exception as exc:  # protobuf's DecodeError
-                self.stats.started()
-                self.stats.finished(succeeded=False, abandoned=False)
                 error = DriverError(NNRT_INVALID_PARAMETER, f"undecodable RunRequest: {exc}")
-                return _refusal("Run", f"session {session.id}", error,
-                                pb.RunReply).SerializeToString()
+                return self._refused_run(f"session {session.id}", error).SerializeToString()
             reply = self.run_in_session(session, request, caller_active, payload)
         if isinstance(reply, bytes):
             return reply
@@ -370,9 +371,7 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
         try:
             entry = session.prepared(request.preparedModelId)
         except DriverError as exc:
-            self.stats.started()
-            self.stats.finished(succeeded=False, abandoned=False)
-            return _refusal("Run", f"session {session.id}", exc, pb.RunReply)
+            return self._refused_run(f"session {session.id}", exc)
         return self._run(session, entry, request, caller_active, request_key)
 
     def _run(self, session: Session, entry: PreparedEntry,

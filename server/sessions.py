@@ -568,7 +568,7 @@ class SessionChannelServer:
             self._update(self._pending.popleft())
 
     def _spin(self) -> list:
-        """Poll for up to SPIN_S before sleeping: a client running in a loop sends its next
+        """Poll for up to `spin_s` before sleeping: a client running in a loop sends its next
         Run within tens of µs of its reply, and finding it by polling spares the wake-up of
         a sleeping thread (on a 2-vCPU VM ~30-40 µs each way, the largest part of a tiny
         Run's round trip). Only after a quick run of the one active session whose last gap
@@ -688,6 +688,8 @@ class SessionChannelServer:
         log.info("session %d opened by pid %d (uid %d)", session.id, pid, uid)
 
     def _end(self, connection: _Connection) -> None:
+        if connection is self._last_served:  # keep no ended session alive from here
+            self._last_served = None
         if connection.registered:
             connection.registered = False
             self._selector.unregister(connection.sock)

@@ -13,7 +13,7 @@ import grpc
 from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from nnrt.client.core.device import Device
+from nnrt.client.core.device import Device, identity_of
 from nnrt.protos import admin_pb2, admin_pb2_grpc, hdi_pb2_grpc
 from nnrt.protos import hdi_types_pb2 as ht
 
@@ -117,10 +117,11 @@ def probe_driver(directory: Path, name: str, *, admin: bool,
         except grpc.RpcError:
             pass
         else:
-            if not (device_name.returnCode or vendor.returnCode or version.returnCode):
+            identity = identity_of(device_name, vendor, version)
+            if identity is not None:
                 probe.identity = {
-                    "device_name": device_name.name, "vendor": vendor.name,
-                    "version": [version.major, version.minor],
+                    "device_name": identity[0], "vendor": identity[1],
+                    "version": list(identity[2]),
                     "device_type": ht.DeviceType.Name(kind.deviceType)
                     if kind.returnCode == 0 and kind.deviceType in ht.DeviceType.values()
                     else None,

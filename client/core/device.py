@@ -160,20 +160,25 @@ def _probe_identity(directory: Path, driver: str) -> tuple[tuple[str, str, tuple
         except grpc.RpcError as exc:
             log.info("skipping driver %s: %s", driver, exc.code())
             return None
-    if NNRT_SUCCESS != name.returnCode or NNRT_SUCCESS != vendor.returnCode or \
-            NNRT_SUCCESS != version.returnCode:
+    identity = identity_of(name, vendor, version)
+    if identity is None:
         log.warning("skipping driver %s: it does not report its identity", driver)
         return None
-    return ((name.name, vendor.name, (version.major, version.minor)),
-            kind.deviceType if kind.returnCode == NNRT_SUCCESS else 0)
+    return identity, kind.deviceType if kind.returnCode == NNRT_SUCCESS else 0
+
+
+def identity_of(name: pb.NameReply, vendor: pb.NameReply,
+                version: pb.VersionReply) -> tuple[str, str, tuple[int, int]] | None:
+    """(device name, vendor, version) from the replies of GetDeviceName, GetVendorName and
+    GetVersion; None if any failed (upstream skips such a device, hdi.md 1.3)."""
+    if NNRT_SUCCESS != name.returnCode or NNRT_SUCCESS != vendor.returnCode or \
+            NNRT_SUCCESS != version.returnCode:
+        return None
+    return name.name, vendor.name, (version.major, version.minor)
 
 
 def _identity(client: DriverClient) -> tuple[str, str, tuple[int, int]] | None:
-    name, vendor, version = client.get_device_name(), client.get_vendor_name(), client.get_version()
-    if NNRT_SUCCESS != name.returnCode or NNRT_SUCCESS != vendor.returnCode or \
-            NNRT_SUCCESS != version.returnCode:
-        return None  # upstream skips a device whose identity queries fail (hdi.md 1.3)
-    return name.name, vendor.name, (version.major, version.minor)
+    return identity_of(client.get_device_name(), client.get_vendor_name(), client.get_version())
 
 
 class DeviceRegistry:
