@@ -184,15 +184,6 @@ _RUN_BYTE = channel.RUN[0]
 _RUN_REPLY_AT = len(channel.RUN) + channel.RUN_REPLY.size  # where a Run reply's protobuf starts
 
 
-def _readable(sock: socket.socket, timeout: float) -> bool:
-    """Whether `sock` has a packet (or end-of-file) within `timeout` seconds, rounded down
-    to the millisecond: a wait never ends past the caller's deadline (the driver abandons a
-    run at the same deadline, so its reply would otherwise race the timeout)."""
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(int(timeout * 1000)))
-
-
 def _drain_pipe(fd: int) -> None:
     try:
         while os.read(fd, 4096):
@@ -282,6 +273,8 @@ class DriverClient:
         except UnsafeRuntimeDir as exc:
             raise UntrustedDriver(str(exc)) from exc
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        self._readable = select.poll()  # the reader's wait with a deadline
+        self._readable.register(self._sock, select.POLLIN)
         try:
             self._sock.settimeout(timeout)
             self._sock.connect(str(self.session_path))
@@ -475,8 +468,11 @@ class DriverClient:
                         left = deadline - time.monotonic()
                         if left <= 0:
                             break
-                        if not _readable(self._sock, left):
-                            continue  # the deadline, or the sub-millisecond rest of it
+                        # Rounded down to the millisecond: a wait never ends past the
+                        # caller's deadline (the driver abandons the run at the same
+                        # deadline: its reply would race the timeout); the rest in polls.
+                        if not self._readable.poll(int(left * 1000)):
+                            continue
                     if not self._read_one(block=True) and self._hung_up:
                         break
             finally:

@@ -131,14 +131,19 @@ class CpuPreparedModel(PreparedModel):
         inputs = [inputs[p] for p in self.input_positions]
         narrow = granted_cores() == 1
         if self.bind_outputs:
-            by_position = [None] * len(self.segment.output_ids)
-            for position, target in zip(positions, targets):
-                by_position[position] = target
-            self.segment.run_into(inputs, by_position, narrow)
+            self.segment.run_into(inputs, self._by_position(targets), narrow)
             return
         results = self.segment.execute(inputs, narrow)
         for position, target in zip(positions, targets):
             np.copyto(target, results[position], casting="no")
+
+    def _by_position(self, targets: Sequence[np.ndarray]) -> list[np.ndarray | None]:
+        """The model's output windows in the session's output order (None: a session
+        output that is no model output)."""
+        by_position: list[np.ndarray | None] = [None] * len(self.segment.output_ids)
+        for position, target in zip(self.output_positions, targets):
+            by_position[position] = target
+        return by_position
 
     def bind(self, inputs: Sequence[np.ndarray],
              targets: Sequence[np.ndarray]) -> BoundRun | None:
@@ -147,10 +152,8 @@ class CpuPreparedModel(PreparedModel):
         if not self.writes_into_outputs or \
                 not all(a.flags.c_contiguous for a in (*inputs, *targets)):
             return None
-        by_position: list[np.ndarray | None] = [None] * len(self.segment.output_ids)
-        for position, target in zip(self.output_positions, targets):
-            by_position[position] = target
-        binding = self.segment.bind([inputs[p] for p in self.input_positions], by_position)
+        binding = self.segment.bind([inputs[p] for p in self.input_positions],
+                                    self._by_position(targets))
 
         def run(cancelled: CancelCheck) -> None:
             if cancelled():
