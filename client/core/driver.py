@@ -452,6 +452,9 @@ class DriverClient:
                 self._hand_on()  # I may have been woken to read: pass it on
                 return False
             if self._hung_up:  # the driver is gone: the watcher marks the death
+                if not self._watcher.is_alive():  # (never left without anyone to mark it)
+                    self._mark_dead(self._death_reason or "the driver closed the session")
+                    continue
                 waiter.sleep(left if left is not None and left < 1.0 else 1.0)
                 continue
             if not self._reader.acquire(False):
