@@ -161,3 +161,34 @@ def test_a_slow_run_waits_asleep(runtime_dir):
             x.close(), y.close()
     finally:
         assert driver.stop() == 0
+
+
+def test_a_caller_at_end_of_file_marks_the_death_if_the_watcher_is_gone(runtime_dir,
+                                                                          monkeypatch):
+    """The watcher marks a driver's death; were it gone (a bug), a caller that read the
+    end-of-file must not wait for it forever."""
+    from nnrt.client.core.driver import DriverClient
+
+    driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "5000")
+    monkeypatch.setattr(DriverClient, "_watch", lambda self: None)  # a watcher that ends
+    client = driver.client()
+    model_id, x, y = _prepared(client)
+    failure = {}
+
+    def running():
+        started = time.monotonic()
+        try:
+            client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=30)
+        except DriverGone:
+            failure["after"] = time.monotonic() - started
+
+    worker = threading.Thread(target=running)
+    worker.start()
+    time.sleep(0.3)
+    driver.proc.send_signal(signal.SIGKILL)
+    driver.proc.wait(10)
+    worker.join(10)
+    assert not worker.is_alive() and failure["after"] < 5
+    assert not client.alive
+    x.close(), y.close()
+    client.close()
