@@ -5,7 +5,7 @@ AF_UNIX SOCK_SEQPACKET socket (message boundaries and SCM_RIGHTS, mode 0660 like
 socket). The handshake and messages (JSON objects, one per packet):
 
 1. The client connects. The driver creates a session and sends
-   `{"protocol": 1, "session": "<token>", "sessionId": <n>}`. The client sends the token as
+   `{"protocol": 2, "session": "<token>", "sessionId": <n>}`. The client sends the token as
    gRPC metadata `nnrt-session` on every call; it is a 128-bit secret, so no other client
    can name this session's buffers or prepared models.
 2. `{"op": "fetch", "seq": s, "bufferId": b}` → `{"seq": s, "returnCode": 0}` with the fd of
@@ -20,10 +20,13 @@ socket). The handshake and messages (JSON objects, one per packet):
 
 5. Run, the hot path, also travels here (the gRPC `IPreparedModel.Run` stays available and
    behaves the same): a binary packet `b"R" | u64 seq | u32 timeout ms (0 = none) |
-   RunRequest protobuf` is answered by `b"R" | u64 seq | RunReply protobuf`. Runs are
+   RunRequest protobuf` is answered by `b"R" | u64 seq | u8 flags | RunReply protobuf`. Runs are
    served concurrently, their replies may come in any order (matched by seq); the timeout
    is the run's deadline, after which the driver abandons it as it does at a gRPC
-   deadline. A request that does not fit in a packet goes over gRPC.
+   deadline. A request that does not fit in a packet goes over gRPC. Flag `REPLY_POLL` (1)
+   says the driver answered this run at once on the channel's thread with no other session
+   active: a client that runs this model again may poll for that reply rather than sleep
+   (client/core/driver.py), since it comes sooner than a sleeping thread wakes.
 
 6. `{"op": "cancel", "seq": s, "run": r}` → `{"seq": s, "returnCode": 0, "cancelled": bool}`:
    the Run of seq r in flight in this session is abandoned at the driver's next check
@@ -59,12 +62,13 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: Run replies carry flags
 MAX_PACKET = 65536
 METADATA_KEY = "nnrt-session"
 RUN = b"R"  # first byte of a Run packet (JSON messages start with "{")
 RUN_REQUEST = struct.Struct("<QI")  # seq, timeout in ms
-RUN_REPLY = struct.Struct("<Q")  # seq
+RUN_REPLY = struct.Struct("<QB")  # seq, flags
+REPLY_POLL = 1  # flag: answered at once, no other session active: poll for the next reply
 
 
 def encode_message(message: dict[str, Any]) -> bytes:

@@ -227,7 +227,9 @@ _FAILED = pb.RunReply(returnCode=NNRT_FAILED).SerializeToString()
 # After answering a quick run on its own thread, the channel polls for the next packet for
 # up to `ChannelPolicy.spin_s` (--spin-us) before it sleeps (SessionChannelServer._spin),
 # when that session is the only one active (no other packet within SOLO_S) and its last
-# gap fitted.
+# gap fitted. Such a reply carries REPLY_POLL, whatever the gap: the client polls for the
+# next one (while one side sleeps, each wake-up outlasts the other's window; a client that
+# polls has the driver polling again from its next run on).
 SPIN_S = 150e-6
 MAX_SPIN_US = 10_000
 SOLO_S = 0.002
@@ -781,10 +783,11 @@ class SessionChannelServer:
         payload = data[1 + header.size:]
         if self._quick is not None and self._quick(session, payload) and \
                 not _more_pending(connection.sock):
-            self._run(connection, seq, deadline, payload)
+            solo = self._runs == 1 and time.monotonic() >= self._others_until
+            self._run(connection, seq, deadline, payload,
+                      channel.REPLY_POLL if solo else 0)
             connection.answered_at = time.perf_counter()
-            self._spin_next = connection.gap < self.policy.spin_s and self._runs == 0 and \
-                time.monotonic() >= self._others_until
+            self._spin_next = solo and connection.gap < self.policy.spin_s
             return
         try:
             self._workers.submit(self._run, connection, seq, deadline, payload)
@@ -793,7 +796,7 @@ class SessionChannelServer:
             self._send_run_reply(connection, seq, _FORBIDDEN)
 
     def _run(self, connection: _Connection, seq: int, deadline: float | None,
-             payload: bytes) -> None:
+             payload: bytes, flags: int = 0) -> None:
         cancelled = connection.cancelled
         try:
             try:
@@ -802,7 +805,7 @@ class SessionChannelServer:
             except Exception:  # the handler never raises; answer regardless
                 log.exception("session %d: Run failed unexpectedly", connection.session.id)
                 reply = _FAILED
-            self._send_run_reply(connection, seq, reply)
+            self._send_run_reply(connection, seq, reply, flags)
         finally:
             self._run_finished(connection, seq)
 
@@ -813,8 +816,9 @@ class SessionChannelServer:
             self._runs_done.notify_all()
 
     @staticmethod
-    def _send_run_reply(connection: _Connection, seq: int, reply: bytes) -> None:
-        connection.send(b"".join((channel.RUN, channel.RUN_REPLY.pack(seq), reply)))
+    def _send_run_reply(connection: _Connection, seq: int, reply: bytes,
+                        flags: int = 0) -> None:
+        connection.send(b"".join((channel.RUN, channel.RUN_REPLY.pack(seq, flags), reply)))
 
     def _handle(self, session: Session, message: dict[str, Any],
                 fds: list[int]) -> tuple[dict[str, Any], list[int]]:

@@ -253,7 +253,7 @@ def test_every_packet_is_answered_or_the_session_closed(driver):
     # A well-formed header with a payload that is no RunRequest: answered with its seq.
     sock.send(channel.RUN + channel.RUN_REQUEST.pack(77, 0) + b"\xff\xff\xff")
     data, fds = channel.receive_packet(sock)
-    assert data[:1] == channel.RUN and channel.RUN_REPLY.unpack_from(data, 1) == (77,)
+    assert data[:1] == channel.RUN and channel.RUN_REPLY.unpack_from(data, 1) == (77, 0)
     assert pb.RunReply.FromString(data[1 + channel.RUN_REPLY.size:]).returnCode == \
         NNRT_INVALID_PARAMETER
     # A short Run with an fd attached: answered, the fd closed by the driver.

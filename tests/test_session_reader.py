@@ -148,12 +148,50 @@ def test_polling_for_the_next_run_stops_when_the_client_does(runtime_dir):
         assert driver.stop() == 0
 
 
+def test_the_driver_says_when_a_client_may_poll_for_its_reply(runtime_dir):
+    """REPLY_POLL: on a reply the driver's channel thread gave at once (a quick run, seen
+    before) while no other session was active; the client polls for such a model's next
+    reply and sleeps for any other."""
+    driver = start_driver(runtime_dir, "cpu")
+    try:
+        with driver.client() as client, driver.client() as other:
+            model_id, x, y = _prepared(client)
+            for _ in range(50):  # recent runs known to be quick: answered at once
+                client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=10)
+            assert model_id in client._polled_models
+            # Another session sends packets all along: its runs count as activity.
+            other_id, ox, oy = _prepared(other)
+            stop = threading.Event()
+
+            def busy_other():
+                while not stop.is_set():
+                    other.run(other_id, [io(ox, 4)], [io(oy, 4)], timeout=10)
+
+            worker = threading.Thread(target=busy_other)
+            worker.start()
+            try:
+                assert wait_until(lambda: (client.run(model_id, [io(x, 4)], [io(y, 4)],
+                                                      timeout=10),
+                                           model_id not in client._polled_models)[1], 5.0)
+            finally:
+                stop.set()
+                worker.join(10)
+            assert not worker.is_alive()
+            assert wait_until(lambda: (client.run(model_id, [io(x, 4)], [io(y, 4)],
+                                                  timeout=10),
+                                       model_id in client._polled_models)[1], 5.0)
+            for buffer in (x, y, ox, oy):
+                buffer.close()
+    finally:
+        assert driver.stop() == 0
+
+
 def test_a_slow_run_waits_asleep(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "400")
     try:
         with driver.client() as client:
             model_id, x, y = _prepared(client)
-            for _ in range(2):  # the second knows the model's round trip: no polling
+            for _ in range(2):  # a run handed to a worker: its reply says not to poll
                 started = time.thread_time()
                 assert client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=10).returnCode == \
                     NNRT_SUCCESS

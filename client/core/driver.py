@@ -66,11 +66,14 @@ from nnrt.common.runtime_dir import (SERVICE_USER_ENV, UnsafeRuntimeDir, check_r
 
 log = logging.getLogger(__name__)
 
-# A Run whose model's last round trip took under this polls for its reply up to this long
-# before sleeping (`DriverClient.run`); NNRT_CLIENT_SPIN_US=0 turns it off, and on a single
-# CPU it is off (the poller would only keep the driver from running).
+# A Run of a model whose last reply said the driver answers it at once (REPLY_POLL) polls
+# for its reply up to this long before sleeping (`DriverClient.run`); NNRT_CLIENT_SPIN_US=0
+# turns it off, and on a single CPU it is off (the poller would only keep the driver from
+# running). Long enough to outlast the driver's own wake-up on a VM (100-500 µs when its
+# vCPU had halted): a reply missed sends the client to sleep, and its late next Run finds
+# the driver asleep too.
 SPIN_ENV = "NNRT_CLIENT_SPIN_US"
-DEFAULT_SPIN_US = 150
+DEFAULT_SPIN_US = 1000
 
 
 def spin_seconds() -> float:
@@ -100,7 +103,7 @@ class _Waiter:
     or to make it the reader (`wake` without a reply: the caller looks again). Far cheaper
     than a threading.Event per request."""
 
-    __slots__ = ("_lock", "reply", "fds", "answered")
+    __slots__ = ("_lock", "reply", "fds", "answered", "flags")
 
     def __init__(self) -> None:
         self._lock = _thread.allocate_lock()
@@ -108,9 +111,10 @@ class _Waiter:
         self.reply = None
         self.fds: list[int] = []
         self.answered = False
+        self.flags = 0  # a Run reply's (channel.REPLY_POLL)
 
-    def deliver(self, reply, fds: list[int]) -> None:
-        self.reply, self.fds, self.answered = reply, fds, True
+    def deliver(self, reply, fds: list[int], flags: int = 0) -> None:
+        self.reply, self.fds, self.flags, self.answered = reply, fds, flags, True
         self.wake()
 
     def wake(self) -> None:
@@ -265,7 +269,7 @@ class DriverClient:
         self._buffer = bytearray(channel.MAX_PACKET)
         self._view = memoryview(self._buffer)
         self._orphans = 0  # replies still to come for requests whose callers gave up
-        self._round_trips: dict[int, float] = {}  # prepared model id -> its last Run's (s)
+        self._polled_models: set[int] = set()  # whose last Run reply said REPLY_POLL
         self._spin = spin_seconds()  # how long a quick Run polls for its reply (`run`)
         self._hung_up = False  # the reader met end-of-file (the watcher marks the death)
         try:  # who may have put these sockets there: before anything is sent or received
@@ -395,12 +399,13 @@ class DriverClient:
         try:
             size, fds = channel.receive_into(self._sock, buffer,
                                              0 if block else socket.MSG_DONTWAIT)
+            flags = 0
             if size is None:
                 reply, seq = None, None
             elif size and buffer[0] == _RUN_BYTE:  # a Run reply: protobuf bytes
                 if size < _RUN_REPLY_AT:
                     raise ValueError(f"a Run reply of {size} bytes")
-                (seq,) = channel.RUN_REPLY.unpack_from(buffer, 1)
+                seq, flags = channel.RUN_REPLY.unpack_from(buffer, 1)
                 reply = bytes(view[_RUN_REPLY_AT:size])
             else:
                 reply = channel.parse_message(bytes(view[:size]), fds)
@@ -423,7 +428,7 @@ class DriverClient:
             with self._lock:
                 self._orphans = max(0, self._orphans - 1)
             return True
-        waiter.deliver(reply, fds)
+        waiter.deliver(reply, fds, flags)
         return True
 
     def _hand_on(self) -> None:
@@ -698,11 +703,12 @@ class DriverClient:
         the driver abandon the run as at its deadline; the call still returns the driver's
         reply (when the driver is done with the run's buffers).
 
-        A Run of a model whose last round trip took under the polling window
-        (NNRT_CLIENT_SPIN_US, 150 µs by default) polls for its reply that long before it
-        sleeps — as the driver polls for the next Run (--spin-us) — when it is the only
-        request of this session waiting: such a reply comes within tens of µs, and the
-        wake-up of a sleeping thread costs about as much; a slower model never polls.
+        A Run of a model whose last reply said the driver answered it at once, with no
+        other session active (REPLY_POLL), polls for its reply up to NNRT_CLIENT_SPIN_US
+        (1000 µs by default) before it sleeps — as the driver polls for the next Run
+        (--spin-us) — when it is the only request of this session waiting: such a reply
+        comes within tens of µs, and the wake-up of a sleeping thread costs as much or
+        (a halted vCPU) far more; a model the driver hands to a worker never polls.
         """
         data = run_request_bytes(model_id, inputs, outputs)
         if _RUN_OVERHEAD + len(data) > channel.MAX_PACKET:
@@ -723,15 +729,17 @@ class DriverClient:
             raise DriverGone(f"session channel: {exc}") from exc
         if ticket is not None:
             ticket.started(self, seq)
-        sent = time.perf_counter()
-        spin = self._spin if self._round_trips.get(model_id, 1.0) < self._spin else 0.0
+        spin = self._spin if model_id in self._polled_models else 0.0
         if not self._await(seq, waiter, timeout, spin):
             raise TimeoutError(f"Run exceeded {timeout} s")
-        if len(self._round_trips) >= 1024:
-            self._round_trips.clear()
-        self._round_trips[model_id] = time.perf_counter() - sent
         if not waiter.answered:
             raise self._gone()
+        if waiter.flags & channel.REPLY_POLL:
+            if len(self._polled_models) >= 1024:
+                self._polled_models.clear()
+            self._polled_models.add(model_id)
+        else:
+            self._polled_models.discard(model_id)
         return pb.RunReply.FromString(waiter.reply)
 
     def cancel_run(self, seq: int) -> bool:

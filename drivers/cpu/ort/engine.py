@@ -13,8 +13,9 @@ Session decisions (docs/cpu-driver.md, "Two engines"):
   intra-op threads (default: the cores this process may use); runs that share the cores
   (server/run_scheduler.py admits one per core then) compute on one thread each, through a
   second, single-threaded session of the same optimised model made at the first such run.
-  Every session has its own pool, whose threads spin only during a run; sessions run
-  sequentially inside (no inter-op pool).
+  Every session has its own pool, whose threads spin during a run and for a bounded while
+  after it (so that back-to-back runs find them awake); sessions run sequentially inside
+  (no inter-op pool).
 * Graph optimisations at ORT_ENABLE_ALL. The optimised model is what the model cache keeps
   (`export`): a cache read back loads it with optimisations off, so neither lowering nor
   optimisation is repeated. Its identity includes the onnxruntime version and the CPU, since
@@ -92,11 +93,13 @@ def _session_options(optimize: bool, threads: int) -> ort.SessionOptions:
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     # A run with several threads is given them only when its client is the only active one
-    # (server/run_scheduler.py): its pool threads may spin between parallel sections then,
-    # and stop at the run's end. Spinning while other client processes needed the cores
-    # made 2 clients 0.63x the throughput of one (benchmarks/clients.py, 2 cores).
+    # (server/run_scheduler.py): its pool threads spin between parallel sections then, and
+    # for a bounded while after the run (onnxruntime's own spin count, ~30 ms of one core
+    # here), so that the client's next run finds them awake: stopping them at each run's
+    # end (session.force_spinning_stop) made every run wake them again, 2-3x slower on a
+    # VM whose idle vCPUs halt (an MLP of 0.8 ms: 2.3 ms). Runs that share the cores use
+    # the single-threaded sessions, which have no pool to spin.
     so.add_session_config_entry("session.intra_op.allow_spinning", "1" if threads > 1 else "0")
-    so.add_session_config_entry("session.force_spinning_stop", "1")
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                    else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
