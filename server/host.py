@@ -143,7 +143,7 @@ class DriverHost:
                 raise OSError(f"cannot listen on {self.grpc_path}")
             self._channel = SessionChannelServer(self.session_path, self.sessions,
                                                  prepared.run_packet, self._workers,
-                                                 self.channel_policy, prepared.quick)
+                                                 self.channel_policy, prepared.run_estimate)
         finally:
             os.umask(old_umask)
         try:

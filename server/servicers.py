@@ -247,9 +247,6 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
         return pb.ReturnCodeReply()
 
 
-# Runs known to compute faster than this go on the session channel's own thread (see
-# SessionChannelServer's `quick`): less than the thread hand-off they would otherwise pay.
-QUICK_RUN_S = 200e-6
 
 
 def _known(session: Session, payload: bytes) -> tuple[PreparedEntry, execution.CheckedRequest] | None:
@@ -350,18 +347,19 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
             return reply
         return reply.SerializeToString()
 
-    def quick(self, session: Session, payload: bytes) -> bool:
-        """Whether the session channel may run this request on its own thread: a request
-        seen before (`_known`) of a model of static shapes whose recent runs took under
-        QUICK_RUN_S, no fault in force, and the device idle (a queued run would make the
-        channel wait)."""
+    def run_estimate(self, session: Session, payload: bytes) -> float | None:
+        """How long this request is expected to compute (s), for the session channel to
+        choose whether its own thread runs it (SessionChannelServer): a request seen before
+        (`_known`) of a model of static shapes, its recent runs' moving average. None — a
+        worker runs it — for any other, while a fault is in force, or with the device busy
+        (a queued run would make the channel wait)."""
         if self.faults.enabled or self.scheduler.busy:
-            return False
+            return None
         known = _known(session, payload)
         if known is None:
-            return False
+            return None
         entry = known[0]
-        return entry.static_output_shapes is not None and entry.recent_run_s < QUICK_RUN_S
+        return entry.recent_run_s if entry.static_output_shapes is not None else None
 
     def run_in_session(self, session: Session, request: pb.RunRequest,
                        caller_active: Callable[[], bool],

@@ -217,19 +217,25 @@ class SessionRegistry:
 # Serves one Run packet of a session: (session, RunRequest bytes, deadline, cancelled) ->
 # RunReply bytes; `cancelled()` says whether the client has cancelled the run since.
 RunHandler = Callable[[Session, bytes, "float | None", Callable[[], bool]], bytes]
-QuickCheck = Callable[[Session, bytes], bool]
+RunEstimate = Callable[[Session, bytes], float | None]  # expected computation (s), or None
 
 # RunReply bytes of the refusals the channel itself answers.
 _BUSY = pb.RunReply(returnCode=NNRT_DEVICE_BUSY).SerializeToString()
 _FORBIDDEN = pb.RunReply(returnCode=NNRT_OPERATION_FORBIDDEN).SerializeToString()
 _FAILED = pb.RunReply(returnCode=NNRT_FAILED).SerializeToString()
 
-# After answering a quick run on its own thread, the channel polls for the next packet for
-# up to `ChannelPolicy.spin_s` (--spin-us) before it sleeps (SessionChannelServer._spin),
-# when that session is the only one active (no other packet within SOLO_S) and its last
-# gap fitted. Such a reply carries REPLY_POLL, whatever the gap: the client polls for the
-# next one (while one side sleeps, each wake-up outlasts the other's window; a client that
-# polls has the driver polling again from its next run on).
+# The channel's own thread computes a Run seen before that is expected to take less than
+# QUICK_RUN_S (the hand-off to a worker would cost more), or, while its session is the only
+# one active (no other session's packet within SOLO_S), less than SOLO_RUN_S: then nobody
+# else waits, and running it here spares the worker's wake-up and lets the thread poll for
+# that client's next Run. Afterwards it polls for the next packet for up to
+# `ChannelPolicy.spin_s` (--spin-us) before it sleeps (SessionChannelServer._spin), when that
+# session is alone and its last gap between reply and next Run fitted. The reply to a quick
+# run of a session alone carries REPLY_POLL, whatever the gap: the client polls for the next
+# one (while one side sleeps, each wake-up outlasts the other's window; a client that polls
+# has the driver polling again from its next run on).
+QUICK_RUN_S = 200e-6
+SOLO_RUN_S = 0.005
 SPIN_S = 150e-6
 MAX_SPIN_US = 10_000
 SOLO_S = 0.002
@@ -332,7 +338,7 @@ class _Connection:
         self.in_flight: dict[int, int] = {}  # Run seq -> how many with that seq are in flight
         self.cancelled: set[int] = set()  # seqs of Runs in flight the client cancelled
         self.busy_refused = 0  # Runs answered NNRT_DEVICE_BUSY in the current episode
-        self.answered_at = 0.0  # when the channel's thread last answered a quick run of it
+        self.answered_at = 0.0  # when the channel's thread last answered a run of it itself
         self.gap = float("inf")  # from that answer to its next Run packet (s)
         self.ended = False
         self.registered = False  # in the selector (selector thread only)
@@ -456,17 +462,17 @@ class SessionChannelServer:
 
     def __init__(self, path: Path, registry: SessionRegistry, run_handler: RunHandler,
                  workers: int = 32, policy: ChannelPolicy | None = None,
-                 quick: QuickCheck | None = None) -> None:
-        """`quick(session, payload)`: whether a Run is known to take so little (a fraction of
-        a millisecond) that this thread runs it itself instead of handing it to a worker:
-        the hand-off costs more than such a run, and the others wait at most that long.
-        Only for a session with no further packet waiting (a caller waiting for its reply);
-        one that pipelines Runs gets workers and the per-session cap."""
+                 estimate: RunEstimate | None = None) -> None:
+        """`estimate(session, payload)`: how long a Run is expected to compute, None when
+        it must go to a worker. One expected under QUICK_RUN_S (or SOLO_RUN_S, its session
+        alone) is run by this thread itself (others wait at most that long), and only for a
+        session with no further packet waiting (a caller waiting for its reply); one that
+        pipelines Runs gets workers and the per-session cap."""
         self.path = path
         self.registry = registry
         self.policy = policy or ChannelPolicy()
         self._run_handler = run_handler
-        self._quick = quick
+        self._estimate = estimate
         self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="run")
         self._runs = 0
         self._runs_done = threading.Condition()
@@ -573,7 +579,7 @@ class SessionChannelServer:
         """Poll for up to `spin_s` before sleeping: a client running in a loop sends its next
         Run within tens of µs of its reply, and finding it by polling spares the wake-up of
         a sleeping thread (on a 2-vCPU VM ~30-40 µs each way, the largest part of a tiny
-        Run's round trip). Only after a quick run of the one active session whose last gap
+        Run's round trip). Only after a run this thread made for the one active session whose last gap
         fitted (`_start_run`), so a busy driver or a client that works between its runs
         costs no CPU; at most `spin_s` per run otherwise."""
         self._spin_next = False
@@ -781,14 +787,17 @@ class SessionChannelServer:
         with self._runs_done:
             self._runs += 1
         payload = data[1 + header.size:]
-        if self._quick is not None and self._quick(session, payload) and \
+        estimate = None if self._estimate is None else self._estimate(session, payload)
+        if estimate is not None and estimate < SOLO_RUN_S and \
                 not _more_pending(connection.sock):
             solo = self._runs == 1 and time.monotonic() >= self._others_until
-            self._run(connection, seq, deadline, payload,
-                      channel.REPLY_POLL if solo else 0)
-            connection.answered_at = time.perf_counter()
-            self._spin_next = solo and connection.gap < self.policy.spin_s
-            return
+            quick = estimate < QUICK_RUN_S
+            if quick or solo:
+                self._run(connection, seq, deadline, payload,
+                          channel.REPLY_POLL if solo and quick else 0)
+                connection.answered_at = time.perf_counter()
+                self._spin_next = solo and connection.gap < self.policy.spin_s
+                return
         try:
             self._workers.submit(self._run, connection, seq, deadline, payload)
         except RuntimeError:  # the pool is shut down: the driver is stopping

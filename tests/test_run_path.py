@@ -1,12 +1,15 @@
 """The host's run fast path, in process: checked requests kept per prepared model, the
 serialized success reply, and which runs the session channel may serve on its own thread
-(`PreparedModelServicer.quick`)."""
+(`PreparedModelServicer.run_estimate`)."""
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 
 import numpy as np
+import pytest
 
 from nnrt.drivers.cpu.device import CpuDevice
 from nnrt.protos import hdi_pb2 as pb
@@ -20,8 +23,10 @@ from nnrt.common.errors import (NNRT_FAILED, NNRT_INVALID_BUFFER, NNRT_INVALID_M
 from nnrt.server.faults import FaultInjection
 from nnrt.server.graph import DYNAMIC
 from nnrt.server.run_scheduler import RunScheduler
-from nnrt.server.servicers import QUICK_RUN_S, PreparedModelServicer
-from nnrt.server.sessions import PreparedEntry, SessionRegistry
+from nnrt.server.servicers import PreparedModelServicer
+from nnrt.server.sessions import (QUICK_RUN_S, SOLO_RUN_S, PreparedEntry, SessionChannelServer,
+                                  SessionRegistry)
+from nnrt.common import session_channel as channel
 from tests.kernels.util import GraphBuilder
 
 
@@ -79,32 +84,30 @@ def test_a_bad_request_is_refused_every_time_never_kept():
     registry.close(session)
 
 
-def test_which_runs_the_channel_serves_on_its_own_thread():
+def test_which_runs_the_channel_may_serve_on_its_own_thread():
     registry, session, servicer, entry, model_id = _session_with_model()
     payload = _request(session, model_id)
-    assert not servicer.quick(session, payload)  # no run measured yet
+    assert servicer.run_estimate(session, payload) is None  # never seen: a worker
     servicer.run_packet(session, payload, None)
-    assert entry.recent_run_s < QUICK_RUN_S * 50  # measured (a numpy Add: microseconds)
-    entry.recent_run_s = QUICK_RUN_S / 2
-    assert servicer.quick(session, payload)
-    entry.recent_run_s = QUICK_RUN_S * 2  # a slow model goes to a worker
-    assert not servicer.quick(session, payload)
-    entry.recent_run_s = QUICK_RUN_S / 2
+    estimate = servicer.run_estimate(session, payload)
+    assert estimate == entry.recent_run_s and estimate < QUICK_RUN_S * 50  # a numpy Add
+    entry.recent_run_s = 0.5
+    assert servicer.run_estimate(session, payload) == 0.5  # the channel chooses by it
     with servicer.scheduler.slot(99, lambda: False):  # the device is busy: a worker waits
-        assert not servicer.quick(session, payload)
-    assert not servicer.quick(session, b"\x08\x7f")  # an unknown model
-    assert not servicer.quick(session, b"garbage")
+        assert servicer.run_estimate(session, payload) is None
+    assert servicer.run_estimate(session, b"\x08\x7f") is None  # an unknown model
+    assert servicer.run_estimate(session, b"garbage") is None
     registry.close(session)
     _, session2, slow, entry2, model_id2 = _session_with_model(
         faults=FaultInjection(run_delay_ms=1))
     entry2.recent_run_s = QUICK_RUN_S / 2
-    assert not slow.quick(session2, _request(session2, model_id2))  # faults in force
+    assert slow.run_estimate(session2, _request(session2, model_id2)) is None  # faults
 
 
 def test_a_model_with_dynamic_shapes_is_never_served_on_the_channel_thread():
     registry, session, servicer, entry, model_id = _session_with_model(batch=DYNAMIC)
     entry.recent_run_s = QUICK_RUN_S / 2
-    assert not servicer.quick(session, _request(session, model_id))
+    assert servicer.run_estimate(session, _request(session, model_id)) is None
     registry.close(session)
 
 
@@ -212,3 +215,55 @@ def test_a_bound_run_from_many_threads_at_once_gives_each_its_result():
     assert codes == [NNRT_SUCCESS] * 800
     np.testing.assert_array_equal(yr.array(0, np.float32, 4), [2, 3, 4, 5])
     registry.close(session)
+
+
+def _channel_run(sock, seq: int) -> tuple[int, int]:
+    """One Run packet over a raw session socket: the reply's (seq, flags)."""
+    sock.send(channel.RUN + channel.RUN_REQUEST.pack(seq, 0) + b"payload")
+    data, fds = channel.receive_packet(sock)
+    assert not fds and data[:1] == channel.RUN
+    return channel.RUN_REPLY.unpack_from(data, 1)
+
+
+@pytest.mark.parametrize("estimate, alone, expected", [
+    (QUICK_RUN_S / 2, True, ("session-channel", channel.REPLY_POLL)),
+    (QUICK_RUN_S / 2, False, ("session-channel", 0)),  # quick: here, but no polling
+    (SOLO_RUN_S / 2, True, ("session-channel", 0)),  # short, alone: here
+    (SOLO_RUN_S / 2, False, ("run", 0)),  # short, another session active: a worker
+    (SOLO_RUN_S * 2, True, ("run", 0)),  # long: a worker
+    (None, True, ("run", 0)),  # unknown: a worker
+])
+def test_which_thread_runs_a_run_and_whether_its_client_may_poll(tmp_path, estimate, alone,
+                                                                 expected):
+    """SessionChannelServer by the expected computation: quick runs on its own thread
+    always, short ones only while their session is the only one active; REPLY_POLL only
+    for a quick run of a session alone."""
+    threads = []
+
+    def handler(session, payload, deadline, cancelled):
+        threads.append(threading.current_thread().name)
+        return pb.RunReply().SerializeToString()
+
+    server = SessionChannelServer(tmp_path / "s.session", SessionRegistry(), handler,
+                                  workers=2, estimate=lambda session, payload: estimate)
+    server.start()
+    sockets = []
+    try:
+        for _ in range(2):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            sock.settimeout(5)
+            sock.connect(str(tmp_path / "s.session"))
+            channel.close_fds(channel.receive_message(sock)[1])  # the hello
+            sockets.append(sock)
+        mine, other = sockets
+        _channel_run(mine, 6)
+        if alone:
+            time.sleep(0.05)  # nobody else sent anything within SOLO_S
+        else:
+            _channel_run(other, 1)  # the other session just sent a packet
+        seq, flags = _channel_run(mine, 7)
+        assert seq == 7 and (threads[-1].split("_")[0], flags) == expected
+    finally:
+        for sock in sockets:
+            sock.close()
+        server.stop()

@@ -21,6 +21,7 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.device import PrepareConfig
 from nnrt.common.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
 from nnrt.server.graph import QuantParam
+from nnrt.common.dtypes import hdi_data_type
 from tests.conftest import admin_details, start_driver
 from tests.kernels.util import GraphBuilder, randn
 from tests.ort.differential import assert_agree
@@ -119,6 +120,86 @@ def test_quantised_nodes_run_as_qdq_within_one_step():
     assert got.dtype == np.int8
     assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
     assert np.count_nonzero(want) > 0  # not a vacuous agreement on zeros
+
+
+def quantising_cnn(keep_quantised_input: bool):
+    """float input -> QuantDTypeCast (our exact quantisation: a Cast of a clipped float64)
+    -> int8 conv; with `keep_quantised_input` the int8 tensor is a model output too."""
+    rng = np.random.default_rng(6)
+    g = GraphBuilder()
+    x = g.tensor((2, 6, 6, 3))
+    xq = g.node(na.NODE_TYPE_QUANT_DTYPE_CAST,
+                na.QuantDTypeCast(srcT=hdi_data_type(np.float32), dstT=hdi_data_type(np.int8)),
+                [x], (2, 6, 6, 3), dtype=np.int8, quant=[QuantParam(8, 5, 1 / 100)])
+    w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    wq = g.tensor(w.shape, w, np.int8, quant=[QuantParam(8, 0, 0.003)] * 4)
+    y = g.node(na.NODE_TYPE_CONV2D_FUSION,
+               na.Conv2DFusion(kernelSize=[3, 3], padMode=ht.PAD_MODE_SAME),
+               [xq, wq], (2, 6, 6, 4), dtype=np.int8, quant=[QuantParam(8, -3, 0.02)],
+               quant_type=ht.QUANT_TYPE_ALL)
+    outputs = [y, xq] if keep_quantised_input else [y]
+    return g.graph([x], outputs), rng.uniform(-1.2, 1.2, (2, 6, 6, 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("keep_quantised_input", [False, True])
+def test_a_quantised_input_reaches_onnxruntime_as_uint8_activations(keep_quantised_input):
+    """The int8 our quantisation makes inside a segment becomes uint8 + 128 when only
+    DequantizeLinear reads it (quantized.unsigned_activations): onnxruntime then fuses the
+    convolution into QLinearConv (with an int8 tensor it left the convolution in float);
+    an int8 tensor the segment gives out stays int8."""
+    import onnx
+
+    graph, x = quantising_cnn(keep_quantised_input)
+    plan, part = ort_plan(graph)
+    segment = part.single_segment
+    assert segment is not None, part.describe()
+    ops = [n.op_type for n in onnx.load_from_string(segment.optimized_model).graph.node]
+    if keep_quantised_input:
+        assert "Conv" in ops and "QLinearConv" not in ops  # read by a float Conv
+    else:
+        assert "QLinearConv" in ops and "Conv" not in ops, ops
+    got = plan.run([x], NEVER)
+    want = numpy_outputs(graph, [x])
+    assert np.abs(got[0].astype(int) - want[0].astype(int)).max() <= 1  # one step
+    assert np.count_nonzero(want[0]) > 0 and len(np.unique(want[0])) > 5
+    if keep_quantised_input:
+        assert got[1].dtype == np.int8
+        np.testing.assert_array_equal(got[1], want[1])  # the quantisation itself: exact
+
+
+def test_unsigned_activations_leave_other_int8_readers_alone():
+    """An int8 tensor also read by something other than a DequantizeLinear keeps its type."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from nnrt.drivers.cpu.ort.lowering import SegmentGraph
+    from nnrt.drivers.cpu.ort.quantized import unsigned_activations
+
+    def segment(second_reader: str) -> SegmentGraph:
+        seg = SegmentGraph()
+        seg.initializers += [numpy_helper.from_array(np.array(v, t), n) for n, v, t in
+                             (("lo", -128, np.float64), ("hi", 127, np.float64),
+                              ("s", 0.5, np.float32), ("z", 3, np.int8))]
+        seg.nodes += [helper.make_node("Clip", ["x", "lo", "hi"], ["c"]),
+                      helper.make_node("Cast", ["c"], ["q"], to=TensorProto.INT8),
+                      helper.make_node("Transpose", ["q"], ["qt"], perm=[1, 0]),
+                      helper.make_node("DequantizeLinear", ["qt", "s", "z"], ["d"]),
+                      helper.make_node(second_reader, ["q"], ["other"])]
+        return seg
+
+    seg = segment("Identity")  # data movement to no DequantizeLinear: left alone
+    unsigned_activations(seg, {"d"})
+    assert [n.op_type for n in seg.nodes][:2] == ["Clip", "Cast"]
+    seg = segment("Abs")
+    unsigned_activations(seg, {"d", "other"})
+    assert seg.nodes[1].attribute[0].i == TensorProto.INT8
+    seg = segment("Identity")
+    seg.nodes.pop()  # only the DequantizeLinear reads it (through the Transpose)
+    unsigned_activations(seg, {"d"})
+    cast = next(n for n in seg.nodes if n.op_type == "Cast")
+    assert [n.op_type for n in seg.nodes][:3] == ["Clip", "Add", "Cast"]
+    assert cast.attribute[0].i == TensorProto.UINT8
+    zero = {t.name: t for t in seg.initializers}[seg.nodes[-1].input[2]]
+    assert numpy_helper.to_array(zero) == 131 and zero.data_type == TensorProto.UINT8
 
 
 # -- the optimised-model cache -------------------------------------------------------------

@@ -50,7 +50,7 @@ from ....server.sealed_blob import refusal, seal, unseal
 from ..kernel import Kernel
 from ..quantized import QuantizedKernel
 from . import ops  # noqa: F401  (every lowering registered)
-from .quantized import lower_quantized
+from .quantized import lower_quantized, unsigned_activations
 from .lowering import IR_VERSION, LOWERINGS, OPSET, NodeEmitter, NotLowerable, SegmentGraph, \
     onnx_dtype, value_name
 
@@ -287,6 +287,7 @@ def _value_info(spec: TensorSpec, typed_only: bool = False) -> object:
 
 
 def _segment_model(seg: SegmentGraph, outputs: Sequence[TensorSpec], name: str) -> bytes:
+    unsigned_activations(seg, {value_name(s.index) for s in outputs})
     graph = helper.make_graph(seg.nodes, name, [_value_info(s) for s in seg.inputs.values()],
                               [_value_info(s, typed_only=True) for s in outputs],
                               seg.initializers)
