@@ -20,10 +20,13 @@ socket). The handshake and messages (JSON objects, one per packet):
 
 5. Run, the hot path, also travels here (the gRPC `IPreparedModel.Run` stays available and
    behaves the same): a binary packet `b"R" | u64 seq | u32 timeout ms (0 = none) |
-   RunRequest protobuf` is answered by `b"R" | u64 seq | u8 flags | RunReply protobuf`. Runs are
+   u32 think time µs | RunRequest protobuf` is answered by `b"R" | u64 seq | u8 flags | RunReply protobuf`. Runs are
    served concurrently, their replies may come in any order (matched by seq); the timeout
    is the run's deadline, after which the driver abandons it as it does at a gRPC
-   deadline. A request that does not fit in a packet goes over gRPC. Flag `REPLY_POLL` (1)
+   deadline. The think time is how long the client took from its last Run reply to this
+   request (NO_THINK_TIME: none yet): the driver polls for a client's next Run only while
+   that is short, and cannot tell it from its own wake-up without being told. A request
+   that does not fit in a packet goes over gRPC. Flag `REPLY_POLL` (1)
    says the driver answered this run at once on the channel's thread with no other session
    active: a client that runs this model again may poll for that reply rather than sleep
    (client/core/driver.py), since it comes sooner than a sleeping thread wakes.
@@ -66,7 +69,8 @@ PROTOCOL_VERSION = 2  # 2: Run replies carry flags
 MAX_PACKET = 65536
 METADATA_KEY = "nnrt-session"
 RUN = b"R"  # first byte of a Run packet (JSON messages start with "{")
-RUN_REQUEST = struct.Struct("<QI")  # seq, timeout in ms
+RUN_REQUEST = struct.Struct("<QII")  # seq, timeout in ms, think time in µs
+NO_THINK_TIME = 0xFFFFFFFF  # the client has no earlier reply to count from
 RUN_REPLY = struct.Struct("<QB")  # seq, flags
 REPLY_POLL = 1  # flag: answered at once, no other session active: poll for the next reply
 

@@ -589,6 +589,7 @@ class SessionChannelServer:
             events = select(0)
             if events or time.perf_counter() >= until:
                 return events
+            os.sched_yield()
 
     def _drain_wake(self) -> None:
         try:
@@ -762,10 +763,14 @@ class SessionChannelServer:
             connection.send(channel.encode_message(
                 {"seq": None, "returnCode": NNRT_INVALID_PARAMETER}))
             return
-        seq, timeout_ms = header.unpack_from(data, 1)
+        seq, timeout_ms, think_us = header.unpack_from(data, 1)
         deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
         if connection.answered_at:
-            connection.gap = time.perf_counter() - connection.answered_at
+            # The client's word for it where it gives one: measured here, the gap also
+            # holds this thread's own wake-up when it slept (100-500 µs on a VM whose
+            # vCPU halted), which would keep it from ever polling again.
+            connection.gap = think_us / 1e6 if think_us != channel.NO_THINK_TIME else \
+                time.perf_counter() - connection.answered_at
             connection.answered_at = 0.0
         state = "stopping" if self._intake_closed else connection.begin_run(seq)
         if state == "busy":

@@ -217,9 +217,9 @@ def test_a_bound_run_from_many_threads_at_once_gives_each_its_result():
     registry.close(session)
 
 
-def _channel_run(sock, seq: int) -> tuple[int, int]:
+def _channel_run(sock, seq: int, think_us: int = channel.NO_THINK_TIME) -> tuple[int, int]:
     """One Run packet over a raw session socket: the reply's (seq, flags)."""
-    sock.send(channel.RUN + channel.RUN_REQUEST.pack(seq, 0) + b"payload")
+    sock.send(channel.RUN + channel.RUN_REQUEST.pack(seq, 0, think_us) + b"payload")
     data, fds = channel.receive_packet(sock)
     assert not fds and data[:1] == channel.RUN
     return channel.RUN_REPLY.unpack_from(data, 1)
@@ -266,4 +266,28 @@ def test_which_thread_runs_a_run_and_whether_its_client_may_poll(tmp_path, estim
     finally:
         for sock in sockets:
             sock.close()
+        server.stop()
+
+
+def test_the_gap_before_a_clients_next_run_is_the_think_time_it_gives(tmp_path):
+    """The driver polls for a client's next Run only while the client's gap between a
+    reply and its next Run is short: the client's own word for it (think time), since
+    measured at the driver it would also hold the driver's wake-up; without one, measured."""
+    server = SessionChannelServer(tmp_path / "s.session", SessionRegistry(),
+                                  lambda *args: pb.RunReply().SerializeToString(),
+                                  workers=2, estimate=lambda session, payload: QUICK_RUN_S / 2)
+    server.start()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.settimeout(5)
+        sock.connect(str(tmp_path / "s.session"))
+        channel.close_fds(channel.receive_message(sock)[1])
+        _channel_run(sock, 1)
+        _channel_run(sock, 2, think_us=37)
+        assert server._last_served.gap == 37e-6
+        time.sleep(0.01)
+        _channel_run(sock, 3)  # no think time given: measured, the sleep included
+        assert server._last_served.gap >= 0.01
+    finally:
+        sock.close()
         server.stop()

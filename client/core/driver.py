@@ -93,7 +93,7 @@ def spin_seconds() -> float:
 
 _EMPTY = empty_pb2.Empty()
 _MAX_MESSAGE_BYTES = 64 << 20
-_RUN_HEADER = channel.RUN_REQUEST.pack  # Run packet: RUN | seq, timeout_ms | RunRequest
+_RUN_HEADER = channel.RUN_REQUEST.pack  # Run packet: RUN | seq, timeout_ms, think | RunRequest
 _RUN_OVERHEAD = len(channel.RUN) + channel.RUN_REQUEST.size
 
 
@@ -270,6 +270,7 @@ class DriverClient:
         self._view = memoryview(self._buffer)
         self._orphans = 0  # replies still to come for requests whose callers gave up
         self._polled_models: set[int] = set()  # whose last Run reply said REPLY_POLL
+        self._replied_at = 0.0  # when the last Run reply was read (think times, `run`)
         self._spin = spin_seconds()  # how long a quick Run polls for its reply (`run`)
         self._hung_up = False  # the reader met end-of-file (the watcher marks the death)
         try:  # who may have put these sockets there: before anything is sent or received
@@ -407,6 +408,7 @@ class DriverClient:
                     raise ValueError(f"a Run reply of {size} bytes")
                 seq, flags = channel.RUN_REPLY.unpack_from(buffer, 1)
                 reply = bytes(view[_RUN_REPLY_AT:size])
+                self._replied_at = time.perf_counter()
             else:
                 reply = channel.parse_message(bytes(view[:size]), fds)
                 seq = reply.get("seq")
@@ -470,7 +472,8 @@ class DriverClient:
                     until = time.perf_counter() + spin
                     while not waiter.answered and not self._hung_up and \
                             time.perf_counter() < until:
-                        self._read_one(block=False)
+                        if not self._read_one(block=False):
+                            os.sched_yield()
                 while not waiter.answered and not self._dead.is_set():
                     if deadline is not None:
                         left = deadline - time.monotonic()
@@ -721,7 +724,10 @@ class DriverClient:
                 raise self._gone()
             self._waiters[seq] = waiter
         try:
-            self._sock.send(b"".join((channel.RUN, _RUN_HEADER(seq, timeout_ms), data)))
+            replied_at = self._replied_at
+            think = channel.NO_THINK_TIME if not replied_at else \
+                min(int((time.perf_counter() - replied_at) * 1e6), channel.NO_THINK_TIME - 1)
+            self._sock.send(b"".join((channel.RUN, _RUN_HEADER(seq, timeout_ms, think), data)))
         except OSError as exc:
             self._waiters.pop(seq, None)
             if self._dead.is_set():

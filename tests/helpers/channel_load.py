@@ -111,7 +111,7 @@ FLOODER = textwrap.dedent("""
         waiter = _Waiter()
         client._waiters[seq] = waiter
         try:
-            client._sock.send(channel.RUN + channel.RUN_REQUEST.pack(seq, 10000) + data)
+            client._sock.send(channel.RUN + channel.RUN_REQUEST.pack(seq, 10000, channel.NO_THINK_TIME) + data)
         except OSError:
             break
         sent.put((seq, waiter))

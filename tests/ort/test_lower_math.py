@@ -210,12 +210,40 @@ def test_lstm_dynamic_sequence_and_batch_and_nan_as_on_numpy() -> None:
     x_nan[2, 1, 0] = np.nan
     c0_nan = c0.copy()
     c0_nan[1, 0, 2] = np.nan
+    x_inf, x_huge, h0_nan = x.copy(), x.copy(), h0.copy()
+    x_inf[1, 0, 1] = -np.inf
+    x_huge[3, 1, 2] = 3e38  # finite, but x·Wᵀ overflows
+    h0_nan[2, 1, 0] = np.nan
     cases = [arrays, [x[:0], h0, c0], [x[:, :0], h0[:, :0], c0[:, :0]], [x_nan, h0, c0],
-             [x, h0, c0_nan]]
+             [x, h0, c0_nan], [x_inf, h0, c0], [x_huge, h0, c0], [x, h0_nan, c0]]
     for case in cases:
         got, want = ort_plan.run(case, never), numpy_plan.run(case, never)
         assert_agree(got, want)
-    assert np.isnan(want[0]).any() and not np.isnan(want[0]).all()  # the c0 NaN: one row
+    assert np.isnan(want[0]).any() and not np.isnan(want[0]).all()  # the h0 NaN: one row
+
+
+def test_lstm_writes_its_nan_bookkeeping_out_only_for_inputs_that_could_need_it() -> None:
+    """An If on the inputs: finite and small x and h0, c0 without NaN take the plain
+    LSTM (no NaN can arise in ours); anything else the branch that writes ours' NaNs."""
+    import onnx
+
+    graph, arrays = lstm_graph(5, 2, 3, seed=4)
+    part, got, want = run_both(graph, arrays)
+    model = onnx.load_from_string(part.single_segment.optimized_model)
+    (branch,) = [n for n in model.graph.node if n.op_type == "If"]
+    plain, masked = (onnx.helper.get_attribute_value(a) for a in branch.attribute)
+    ops = lambda g: [n.op_type for n in g.node]  # noqa: E731
+    assert "LSTM" in ops(plain) and "IsNaN" not in ops(plain) and "CumSum" not in ops(plain)
+    assert "CumSum" in ops(masked)
+    assert_agree(got, want)
+    x, h0, c0 = arrays
+    for bad in (np.nan, np.inf, 1e36):
+        x_bad = x.copy()
+        x_bad[0, 0, 0] = bad
+        part, got, want = run_both(graph, [x_bad, h0, c0])
+        assert_agree(got, want)
+        if np.isnan(bad):
+            assert np.isnan(want[0]).any()  # the masked branch wrote ours' NaNs
 
 
 def test_lstm_cases_that_stay_on_numpy_say_why() -> None:

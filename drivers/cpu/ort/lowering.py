@@ -168,6 +168,21 @@ class NodeEmitter:
             domain=domain, **attrs))
         return outputs[0] if len(outputs) == 1 else outputs
 
+    def subgraph(self, emit: Callable[[], Sequence[str]], name: str) -> Any:
+        """What `emit` writes, taken out of the segment as a subgraph (a branch of If) whose
+        outputs are the float32 values it returns; it reads the segment's values and
+        initializers from the outer scope."""
+        mark = len(self.graph.nodes)
+        results = emit()
+        outputs = []
+        for value in results:
+            out = self.graph.fresh(f"{name}_out")
+            self.op("Identity", [value], out=out)
+            outputs.append(helper.make_tensor_value_info(out, TensorProto.FLOAT, None))
+        nodes = self.graph.nodes[mark:]
+        del self.graph.nodes[mark:]
+        return helper.make_graph(nodes, self.graph.fresh(name), [], outputs)
+
     # -- checks
 
     def require_dtypes(self, allowed: frozenset[np.dtype], *specs: Any) -> None:

@@ -98,20 +98,8 @@ def lstm(k: Kernel, e: NodeEmitter) -> None:
     def as_float(b: str) -> str:
         return e.op("Cast", [b], to=1)
 
-    hs, cs = [], []
-    layer_in = x
-    for layer in range(k.layers):
-        rows = slice(layer * dirs, (layer + 1) * dirs)
-        w = e.const(_blocks(w_ih[rows], PERM, 1), F32, "W")
-        r = e.const(_blocks(w_hh[rows], PERM, 1), F32, "R")
-        b = e.const(_blocks(bias[rows], PERM + tuple(p + 4 for p in PERM), 1), F32, "B")
-        sl = [e.int64s([rows.start], "starts"), e.int64s([rows.stop], "ends"),
-              e.int64s([0], "axes")]
-        h0 = e.op("Slice", [h0_all, *sl])
-        c0 = e.op("Slice", [c0_all, *sl])
-        y, y_h, y_c = e.op("LSTM", [layer_in, w, r, b, "", h0, c0], n_out=3, hidden_size=hid,
-                           direction="bidirectional" if dirs == 2 else "forward")
-        # where ours is NaN: per direction, [seq, batch, H] masks of h and c
+    def nan_masks(layer: int, layer_in: str, h0: str, c0: str) -> tuple[str, str, str]:
+        """Where ours is NaN in a layer's Y [seq, D, batch, H], h_n and c_n (0 / 1)."""
         m_h, last_h, last_c = [], [], []
         for d in range(dirs):
             kk = layer * dirs + d
@@ -144,31 +132,55 @@ def lstm(k: Kernel, e: NodeEmitter) -> None:
                 out.append(e.op("ReduceSum", [e.op("Mul", [m, take]), e.int64s([0], "axes")],
                                 keepdims=1))  # [1, batch, H]; 0 when the sequence is empty
         if dirs == 1:
-            mask_y = e.op("Unsqueeze", [m_h[0], e.int64s([1], "axes")])
-            mask_hn, mask_cn = last_h[0], last_c[0]
-        else:
-            mask_y = e.op("Concat", [e.op("Unsqueeze", [m, e.int64s([1], "axes")]) for m in m_h],
-                          axis=1)
-            mask_hn = e.op("Concat", last_h, axis=0)
-            mask_cn = e.op("Concat", last_c, axis=0)
+            return e.op("Unsqueeze", [m_h[0], e.int64s([1], "axes")]), last_h[0], last_c[0]
+        return (e.op("Concat", [e.op("Unsqueeze", [m, e.int64s([1], "axes")]) for m in m_h],
+                     axis=1),
+                e.op("Concat", last_h, axis=0), e.op("Concat", last_c, axis=0))
 
-        def nan_where(mask: str, value: str) -> str:
-            return e.op("Where", [e.op("Cast", [mask], to=9), nan, value])
+    def nan_where(mask: str, value: str) -> str:
+        return e.op("Where", [e.op("Cast", [mask], to=9), nan, value])
 
-        y = nan_where(mask_y, y)  # [seq, D, batch, H]
-        y_h, y_c = nan_where(mask_hn, y_h), nan_where(mask_cn, y_c)
-        if empty is not None:
-            y_h = e.op("Where", [empty, h0, y_h])
-            y_c = e.op("Where", [empty, c0, y_c])
-        hs.append(y_h)
-        cs.append(y_c)
-        if dirs == 1:
-            layer_in = e.op("Squeeze", [y, e.int64s([1], "axes")])
-        else:
-            layer_in = e.op("Reshape", [e.op("Transpose", [y], perm=[0, 2, 1, 3]),
-                                        e.int64s([0, 0, dirs * hid], "shape")])
-    h_n = hs[0] if len(hs) == 1 else e.op("Concat", hs, axis=0)
-    c_n = cs[0] if len(cs) == 1 else e.op("Concat", cs, axis=0)
+    def layers(masked: bool) -> tuple[str, str, str]:
+        """The layers' Y, h_n and c_n; `masked`: with ours' NaNs written in."""
+        hs, cs = [], []
+        layer_in = x
+        for layer in range(k.layers):
+            rows = slice(layer * dirs, (layer + 1) * dirs)
+            w = e.const(_blocks(w_ih[rows], PERM, 1), F32, "W")
+            r = e.const(_blocks(w_hh[rows], PERM, 1), F32, "R")
+            b = e.const(_blocks(bias[rows], PERM + tuple(p + 4 for p in PERM), 1), F32, "B")
+            sl = [e.int64s([rows.start], "starts"), e.int64s([rows.stop], "ends"),
+                  e.int64s([0], "axes")]
+            h0 = e.op("Slice", [h0_all, *sl])
+            c0 = e.op("Slice", [c0_all, *sl])
+            y, y_h, y_c = e.op("LSTM", [layer_in, w, r, b, "", h0, c0], n_out=3,
+                               hidden_size=hid,
+                               direction="bidirectional" if dirs == 2 else "forward")
+            if masked:
+                mask_y, mask_hn, mask_cn = nan_masks(layer, layer_in, h0, c0)
+                y = nan_where(mask_y, y)  # [seq, D, batch, H]
+                y_h, y_c = nan_where(mask_hn, y_h), nan_where(mask_cn, y_c)
+            if empty is not None:
+                y_h = e.op("Where", [empty, h0, y_h])
+                y_c = e.op("Where", [empty, c0, y_c])
+            hs.append(y_h)
+            cs.append(y_c)
+            if dirs == 1:
+                layer_in = e.op("Squeeze", [y, e.int64s([1], "axes")])
+            else:
+                layer_in = e.op("Reshape", [e.op("Transpose", [y], perm=[0, 2, 1, 3]),
+                                            e.int64s([0, 0, dirs * hid], "shape")])
+        h_n = hs[0] if len(hs) == 1 else e.op("Concat", hs, axis=0)
+        c_n = cs[0] if len(cs) == 1 else e.op("Concat", cs, axis=0)
+        return layer_in, h_n, c_n
+
+    guard = _nothing_can_be_nan(e, k, w_ih, w_hh, bias, x, h0_all, c0_all)
+    if guard is None:
+        layer_in, h_n, c_n = layers(masked=True)
+    else:  # the bookkeeping only when the inputs could make a NaN
+        layer_in, h_n, c_n = e.op("If", [guard], n_out=3,
+                                  then_branch=e.subgraph(lambda: layers(False), "plain"),
+                                  else_branch=e.subgraph(lambda: layers(True), "masked"))
     if pad_batch:
         cut = [e.int64s([0], "starts"), e.int64s([-1], "ends"), e.int64s([1], "axes")]
         e.op("Slice", [layer_in, *cut], out=e.output(0))
@@ -178,3 +190,35 @@ def lstm(k: Kernel, e: NodeEmitter) -> None:
     e.op("Identity", [layer_in], out=e.output(0))
     e.op("Identity", [h_n], out=e.output(1))
     e.op("Identity", [c_n], out=e.output(2))
+
+
+# Inputs this far below float32's largest value keep every gate pre-activation finite.
+_HEADROOM = 1e30
+
+
+def _nothing_can_be_nan(e: NodeEmitter, k: Kernel, w_ih: np.ndarray, w_hh: np.ndarray,
+                        bias: np.ndarray, x: str, h0: str, c0: str) -> str | None:
+    """A bool scalar: no NaN can arise in ours for this run, so the NaN bookkeeping would
+    change nothing — x and h0 finite and small enough that no pre-activation overflows
+    (|x·Wᵀ + h·Rᵀ + b| <= |x|·max row sum |W| + |h|·max row sum |R| + |b|, and |h| <= 1
+    after the first step), c0 without NaN. None when the weights allow no such bound
+    (a later layer whose pre-activations could overflow from inputs of at most 1)."""
+    row_w = np.abs(w_ih.astype(np.float64)).sum(axis=2).max(axis=1)  # per layer*direction
+    row_r = np.abs(w_hh.astype(np.float64)).sum(axis=2).max(axis=1)
+    row_b = np.abs(bias.astype(np.float64)).max(axis=1)
+    dirs = k.dirs
+    first = slice(0, dirs)
+    if np.any(row_w[dirs:] + row_r[dirs:] + row_b[dirs:] > _HEADROOM) or \
+            np.any(row_r + row_b > _HEADROOM):
+        return None
+    x_bound = _HEADROOM / (float(row_w[first].max()) + 1.0)
+    h_bound = _HEADROOM / (float(row_r.max()) + 1.0)
+    one = e.const([1.0], F32, "one")
+    checks = [one]  # never empty: a sequence or batch of 0 reads as nothing to fear
+    for value, bound in ((x, x_bound), (h0, h_bound)):
+        small = e.op("LessOrEqual", [e.op("Abs", [value]), e.const(bound, F32, "bound")])
+        checks.append(e.op("Reshape", [e.op("Cast", [small], to=1), e.int64s([-1], "flat")]))
+    number = e.op("Not", [e.op("IsNaN", [c0])])
+    checks.append(e.op("Reshape", [e.op("Cast", [number], to=1), e.int64s([-1], "flat")]))
+    lowest = e.op("ReduceMin", [e.op("Concat", checks, axis=0)], keepdims=0)
+    return e.op("Equal", [lowest, e.const(1.0, F32, "one")])
