@@ -21,7 +21,11 @@ Where onnxruntime's LSTM is not ours, the lowering compensates:
   on). The lowering computes the NaN-ness of the gate pre-activations that can be NaN (the
   input part x·W_ihᵀ + b at every step, plus h0·W_hhᵀ at the first step, and c0's NaNs at
   the first step — later recurrent parts are finite while no NaN came before), follows it
-  along the sequence (an exclusive CumSum) and writes NaN where ours has it.
+  along the sequence (an exclusive CumSum) and writes NaN where ours has it. That
+  bookkeeping (about 25 operators a direction) runs only when the inputs could make a NaN:
+  an If on x and h0 finite and small enough that no pre-activation can overflow, and c0
+  without NaN, takes the plain LSTM otherwise (`_nothing_can_be_nan`; the benchmark's
+  LSTM 0.38 -> 0.26 ms).
 * A run-time sequence length of 0: onnxruntime leaves Y_h / Y_c unset; ours returns h0 and
   c0. A run-time batch of 0 aborts onnxruntime's process: a DYNAMIC batch is padded with
   one zero row, cut off afterwards.
