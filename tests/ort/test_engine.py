@@ -202,6 +202,53 @@ def test_unsigned_activations_leave_other_int8_readers_alone():
     assert numpy_helper.to_array(zero) == 131 and zero.data_type == TensorProto.UINT8
 
 
+def _measure(width: engine.ThreadWidth, wide_s: float, narrow_s: float) -> list[bool]:
+    """Runs through `width` with these durations until it chooses; the sessions used."""
+    used = []
+    while width.narrow is None and len(used) < 50:
+        narrow, timed = width.pick()
+        used.append(narrow)
+        if timed:
+            width.record(narrow, narrow_s if narrow else wide_s)
+    return used
+
+
+@pytest.mark.parametrize("wide_s, narrow_s, chosen", [
+    (200e-6, 150e-6, True),  # one thread faster: a small graph
+    (150e-6, 200e-6, False),
+    (2e-3, 1e-3, False),  # too long to try: the narrow session is never made
+])
+def test_runs_alone_compute_on_one_thread_where_that_is_faster(wide_s, narrow_s, chosen):
+    width = engine.ThreadWidth(threads=2)
+    used = _measure(width, wide_s, narrow_s)
+    assert width.narrow is chosen
+    if wide_s >= engine.TRY_NARROW_BELOW_S:
+        assert used == [False, False]  # decided by the first timed wide run
+    else:
+        assert used[:3] == [False, False, True]  # warm-ups: wide, then narrow (made)
+        assert used[3:].count(True) == used[3:].count(False) == engine.ThreadWidth.SAMPLES
+    assert width.pick() == (chosen, False)  # decided: no more timing
+    assert engine.ThreadWidth(threads=1).pick() == (True, False)
+
+
+def test_a_segment_runs_on_the_session_its_width_chose(monkeypatch):
+    graph = mlp_with_elu()
+    x = randn(3, 6, seed=7)
+    plan, part = ort_plan(graph)
+    segment = part.segments[0]
+    if segment.threads == 1:
+        pytest.skip("one core: a single session")
+    want, = numpy_outputs(graph, [x])
+    for s in part.segments:
+        s.width.narrow = s is segment
+    narrow = segment._narrow_session()
+    calls = []
+    real = narrow.run
+    monkeypatch.setattr(narrow, "run", lambda *a: calls.append(1) or real(*a))
+    got, = plan.run([x], NEVER)
+    assert calls and np.allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 # -- the optimised-model cache -------------------------------------------------------------
 
 

@@ -13,6 +13,9 @@ Session decisions (docs/cpu-driver.md, "Two engines"):
   intra-op threads (default: the cores this process may use); runs that share the cores
   (server/run_scheduler.py admits one per core then) compute on one thread each, through a
   second, single-threaded session of the same optimised model made at the first such run.
+  A segment whose runs alone take under a millisecond also times both sessions over its
+  first runs and keeps the faster (`ThreadWidth`): small graphs lose more to synchronising
+  threads than they gain.
   Every session has its own pool, whose threads spin during a run and for a bounded while
   after it (so that back-to-back runs find them awake); sessions run sequentially inside
   (no inter-op pool).
@@ -34,6 +37,7 @@ import os
 import struct
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -117,11 +121,61 @@ def _session(model: bytes, so: ort.SessionOptions) -> ort.InferenceSession:
 
 # ------------------------------------------------------------------ segments
 
+TRY_NARROW_BELOW_S = 0.001  # a segment whose wide runs take longer keeps its threads
+
+
+class ThreadWidth:
+    """Whether a run that may use every core computes faster on one thread. A small graph
+    loses more to synchronising onnxruntime's threads at each operator than it gains (the
+    benchmark's LSTM: 0.19 ms on two threads, 0.16 on one, onnxruntime in process alike).
+    The first runs that may go wide measure both: two on the wide session (the second
+    timed: a segment slower than TRY_NARROW_BELOW_S keeps its threads, and never makes a
+    narrow session — a second copy of the prepacked weights — for this), one on the narrow
+    session (made then, untimed), then SAMPLES of each, alternating; the faster median
+    stays chosen."""
+
+    SAMPLES = 5
+
+    def __init__(self, threads: int) -> None:
+        self.narrow: bool | None = True if threads == 1 else None  # None: still measuring
+        self._runs = 0
+        self._times: dict[bool, list[float]] = {False: [], True: []}
+        self._lock = threading.Lock()
+
+    def pick(self) -> tuple[bool, bool]:
+        """(narrow, timed) for a run allowed every core."""
+        if self.narrow is not None:
+            return self.narrow, False
+        with self._lock:
+            n = self._runs
+            self._runs += 1
+        if n < 2:
+            return False, n == 1
+        if n == 2:
+            return True, False
+        return n % 2 == 0, True
+
+    def record(self, narrow: bool, seconds: float) -> None:
+        with self._lock:
+            if self.narrow is not None:
+                return
+            times = self._times[narrow]
+            times.append(seconds)
+            if not narrow and len(times) == 1 and seconds >= TRY_NARROW_BELOW_S:
+                self.narrow = False
+            elif all(len(t) >= self.SAMPLES for t in self._times.values()):
+                self.narrow = bool(np.median(self._times[True]) < np.median(self._times[False]))
+                log.debug("runs alone compute on %s (median %.0f µs on one thread, %.0f on "
+                          "all)", "one thread" if self.narrow else "all threads",
+                          np.median(self._times[True]) * 1e6,
+                          np.median(self._times[False]) * 1e6)
+
 
 class OrtSegment:
     """Consecutive lowered nodes run as onnxruntime sessions: a wide one (the intra-op
     threads of a run alone on the device) and, made at the first run that shares the cores
-    with others, a narrow one (one thread: the caller's); `execute(..., narrow)` picks."""
+    with others or when one thread computes it faster (`ThreadWidth`), a narrow one (one
+    thread: the caller's); `execute(..., narrow)` picks."""
 
     def __init__(self, model: bytes, node_indices: Sequence[int], input_ids: Sequence[int],
                  output_ids: Sequence[int], *, optimized: bool) -> None:
@@ -149,6 +203,7 @@ class OrtSegment:
                 workdir.cleanup()
         self._narrow: ort.InferenceSession | None = self.session if self.threads == 1 else None
         self._narrow_lock = threading.Lock()
+        self.width = ThreadWidth(self.threads)
 
     def _narrow_session(self) -> ort.InferenceSession:
         if self._narrow is None:
@@ -157,16 +212,26 @@ class OrtSegment:
                     self._narrow = _session(self.optimized_model, _session_options(False, 1))
         return self._narrow
 
+    def pick(self, narrow: bool) -> tuple[ort.InferenceSession, bool, bool]:
+        """(session, narrow, timed) of a run: narrow when it shares the cores, else as
+        `width` chose (timed while it measures)."""
+        timed = False
+        if not narrow:
+            narrow, timed = self.width.pick()
+        return (self._narrow_session() if narrow else self.session), narrow, timed
+
     def execute(self, inputs: Sequence[np.ndarray],
                 narrow: bool | None = None) -> list[np.ndarray]:
         """The outputs; `narrow` None: as `narrow_runs` says for this run."""
-        if narrow is None:
-            narrow = _narrow.get()
-        session = self._narrow_session() if narrow else self.session
+        session, narrow, timed = self.pick(_narrow.get() if narrow is None else narrow)
+        started = time.perf_counter()
         try:
-            return session.run(self.output_names, dict(zip(self.input_names, inputs)))
+            outputs = session.run(self.output_names, dict(zip(self.input_names, inputs)))
         except Exception as exc:
             raise self.fail(exc) from None
+        if timed:
+            self.width.record(narrow, time.perf_counter() - started)
+        return outputs
 
     def run_into(self, inputs: Sequence[np.ndarray],
                  targets: Sequence[np.ndarray | None], narrow: bool = False) -> None:
@@ -220,15 +285,18 @@ class SegmentBinding:
 
     def run(self, narrow: bool) -> None:
         segment = self.segment
-        session = segment._narrow_session() if narrow else segment.session
+        session, narrow, timed = segment.pick(narrow)
         with self._lock:
             binding = self._ready.pop(narrow, None)
         if binding is None:
             binding = self._binding(session)
+        started = time.perf_counter()
         try:
             session.run_with_iobinding(binding)
         except Exception as exc:
             raise segment.fail(exc) from None
+        if timed:
+            segment.width.record(narrow, time.perf_counter() - started)
         with self._lock:
             self._ready.setdefault(narrow, binding)
 
