@@ -6,6 +6,7 @@ on numpy with the reason recorded in Partition.reasons."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from nnrt.drivers.cpu.kernel import create_kernel
 from nnrt.drivers.cpu.ort import engine
@@ -129,6 +130,35 @@ def test_nan_reaches_max_pool_and_max_reduction_as_on_numpy() -> None:
     got, on_ort = run_on_ort(node, [x, node.inputs[1].constant])
     assert on_ort and np.isnan(want[0, 1]) and not np.isnan(want[0, 0])
     assert_agree(got, [want])
+
+
+@pytest.mark.parametrize("pad_mode, channels", [(ht.PAD_MODE_SAME, 3), (ht.PAD_MODE_VALID, 3),
+                                               (ht.PAD_MODE_SAME, 64)])  # 64: blocked NCHWc
+def test_max_pool_nan_next_to_infinities_and_huge_values(pad_mode, channels) -> None:
+    """The NaN of a window comes from a zero-weight convolution of Tanh(x): NaN exactly
+    where a window holds one, whatever infinities or values near float32's largest sit
+    beside it (ours: +inf stays +inf, a window of -inf and numbers gives the number)."""
+    x = randn(1, 9, 9, channels, seed=5)
+    x[0, 0, 0, 0] = np.nan
+    x[0, 3, 1, channels - 1] = np.nan
+    x[0, 4, 4, 0] = np.inf
+    x[0, 4, 5, 1] = -np.inf
+    x[0, 8, 8, 2] = 3.4e38
+    x[0, 7, 8, 2] = -3.4e38
+    x[0, 2, 6, 1] = np.nan
+    x[0, 2, 7, 1] = np.inf
+    out_hw = 5 if pad_mode == ht.PAD_MODE_SAME else 4
+    node = NodeSpec(0, "pool", na.NODE_TYPE_MAX_POOL_FUSION,
+                    na.MaxPoolFusion(kernelSize=[3, 3], strides=[2, 2], padMode=pad_mode,
+                                     format=ht.FORMAT_NHWC),
+                    (tensor_spec(0, np.float32, x.shape),),
+                    (tensor_spec(1, np.float32, (1, out_hw, out_hw, channels)),))
+    (want,) = create_kernel(node).execute([x])
+    got, on_ort = run_on_ort(node, [x])
+    assert on_ort
+    assert np.isnan(want).any() and np.isinf(want).any()
+    assert_agree(got, [want])
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(want))
 
 
 def test_cases_that_stay_on_numpy_say_why() -> None:
