@@ -20,7 +20,8 @@ socket). The handshake and messages (JSON objects, one per packet):
 
 5. Run, the hot path, also travels here (the gRPC `IPreparedModel.Run` stays available and
    behaves the same): a binary packet `b"R" | u64 seq | u32 timeout ms (0 = none) |
-   u32 think time µs | RunRequest protobuf` is answered by `b"R" | u64 seq | u8 flags | RunReply protobuf`. Runs are
+   u32 think time µs | RunRequest protobuf` is answered by
+   `b"R" | u64 seq | u8 flags | RunReply protobuf`. Runs are
    served concurrently, their replies may come in any order (matched by seq); the timeout
    is the run's deadline, after which the driver abandons it as it does at a gRPC
    deadline. The think time is how long the client took from its last Run reply to this

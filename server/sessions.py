@@ -579,9 +579,10 @@ class SessionChannelServer:
         """Poll for up to `spin_s` before sleeping: a client running in a loop sends its next
         Run within tens of µs of its reply, and finding it by polling spares the wake-up of
         a sleeping thread (on a 2-vCPU VM ~30-40 µs each way, the largest part of a tiny
-        Run's round trip). Only after a run this thread made for the one active session whose last gap
-        fitted (`_start_run`), so a busy driver or a client that works between its runs
-        costs no CPU; at most `spin_s` per run otherwise."""
+        Run's round trip). Only after a run this thread made for the one active session
+        whose last gap fitted (`_start_run`), so a busy driver or a client that works
+        between its runs costs no CPU; at most `spin_s` per run otherwise. It yields the
+        CPU between looks: a client on the same vCPU runs meanwhile."""
         self._spin_next = False
         until = time.perf_counter() + self.policy.spin_s
         select = self._selector.select

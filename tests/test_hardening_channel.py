@@ -251,7 +251,8 @@ def test_every_packet_is_answered_or_the_session_closed(driver):
         reply, fds = channel.receive_message(sock)
         assert (reply, fds) == (invalid, []), packet[:20]
     # A well-formed header with a payload that is no RunRequest: answered with its seq.
-    sock.send(channel.RUN + channel.RUN_REQUEST.pack(77, 0, channel.NO_THINK_TIME) + b"\xff\xff\xff")
+    header = channel.RUN_REQUEST.pack(77, 0, channel.NO_THINK_TIME)
+    sock.send(channel.RUN + header + b"\xff\xff\xff")
     data, fds = channel.receive_packet(sock)
     assert data[:1] == channel.RUN and channel.RUN_REPLY.unpack_from(data, 1) == (77, 0)
     assert pb.RunReply.FromString(data[1 + channel.RUN_REPLY.size:]).returnCode == \

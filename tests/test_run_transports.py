@@ -129,5 +129,6 @@ def test_malformed_run_packets_do_not_hurt_the_session(rig):
     client, model_id, x, y, _ = rig
     sock: socket.socket = client._sock
     sock.send(channel.RUN + b"\x01")  # truncated header: ignored
-    sock.send(channel.RUN + channel.RUN_REQUEST.pack(123456, 0, channel.NO_THINK_TIME) + b"\xff\xff\xff")  # not protobuf
+    header = channel.RUN_REQUEST.pack(123456, 0, channel.NO_THINK_TIME)
+    sock.send(channel.RUN + header + b"\xff\xff\xff")  # not protobuf
     assert client.run(model_id, [_window(x, 4)], [_window(y, 4)]).returnCode == NNRT_SUCCESS

@@ -711,7 +711,8 @@ class DriverClient:
         (1000 µs by default) before it sleeps — as the driver polls for the next Run
         (--spin-us) — when it is the only request of this session waiting: such a reply
         comes within tens of µs, and the wake-up of a sleeping thread costs as much or
-        (a halted vCPU) far more; a model the driver hands to a worker never polls.
+        (a halted vCPU) far more; a model that computes longer never polls (the poller
+        would take a core from its computation).
         """
         data = run_request_bytes(model_id, inputs, outputs)
         if _RUN_OVERHEAD + len(data) > channel.MAX_PACKET:

@@ -111,7 +111,8 @@ FLOODER = textwrap.dedent("""
         waiter = _Waiter()
         client._waiters[seq] = waiter
         try:
-            client._sock.send(channel.RUN + channel.RUN_REQUEST.pack(seq, 10000, channel.NO_THINK_TIME) + data)
+            header = channel.RUN_REQUEST.pack(seq, 10000, channel.NO_THINK_TIME)
+            client._sock.send(channel.RUN + header + data)
         except OSError:
             break
         sent.put((seq, waiter))
