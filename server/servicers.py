@@ -247,8 +247,6 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
         return pb.ReturnCodeReply()
 
 
-
-
 def _known(session: Session, payload: bytes) -> tuple[PreparedEntry, execution.CheckedRequest] | None:
     """The prepared model and checked request of a serialized RunRequest seen before in
     this session, found without decoding it: `preparedModelId = 1` comes first as protobuf

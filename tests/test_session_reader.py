@@ -189,6 +189,24 @@ def test_the_driver_says_when_a_client_may_poll_for_its_reply(runtime_dir):
         assert driver.stop() == 0
 
 
+def test_polling_for_a_reply_never_outlasts_the_callers_deadline(runtime_dir):
+    """A caller polls for a quick model's reply (REPLY_POLL) up to its window, but never
+    past its own deadline: the timeout comes at the deadline, not at the window's end."""
+    driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "2000")
+    try:
+        with driver.client() as client:
+            model_id, x, y = _prepared(client)
+            client._spin = 1.0  # a window far beyond the deadline (the env allows 10 ms)
+            client._polled_models.add(model_id)  # as if its last reply said REPLY_POLL
+            started = time.monotonic()
+            with pytest.raises(TimeoutError):
+                client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=0.1)
+            assert time.monotonic() - started < 0.6
+            x.close(), y.close()
+    finally:
+        assert driver.stop() == 0
+
+
 def test_a_slow_run_waits_asleep(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "400")
     try:

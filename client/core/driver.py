@@ -469,9 +469,11 @@ class DriverClient:
                 continue
             try:
                 if spin and len(self._waiters) == 1:  # nobody else waits on this session
-                    until = time.perf_counter() + spin
+                    until = time.monotonic() + spin
+                    if deadline is not None:  # never past the caller's deadline
+                        until = min(until, deadline)
                     while not waiter.answered and not self._hung_up and \
-                            time.perf_counter() < until:
+                            time.monotonic() < until:
                         if not self._read_one(block=False):
                             os.sched_yield()
                 while not waiter.answered and not self._dead.is_set():

@@ -13,7 +13,7 @@ from nnrt.drivers.cpu.ort import engine
 from nnrt.drivers.cpu.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import Graph, NodeSpec, TensorSpec
+from nnrt.server.graph import DYNAMIC, Graph, NodeSpec, TensorSpec
 from tests.kernels.util import randn, tensor_spec
 from tests.ort.differential import assert_agree, never, node_graph, run_on_ort
 
@@ -84,6 +84,33 @@ def test_cnn_lowers_into_one_segment_and_matches_numpy() -> None:
     assert_agree(got, want)
 
 
+@pytest.mark.parametrize("shape, norm_axis, params_axis, epsilon", [
+    ((2, 3, 8), -1, -1, 1e-5),  # gamma and beta inside LayerNormalization
+    ((2, 3, 8), 1, 2, 1e-5),  # rows of two axes, parameters of the last: applied after
+    ((2, DYNAMIC, 8), 1, 1, 1e-5),  # a dynamic row length: identity parameters from its shape
+    ((2, 3, 8), -1, -1, 0.0),  # no epsilon: written out
+])
+def test_layer_norm_lowerings_match_numpy(shape, norm_axis, params_axis, epsilon) -> None:
+    """LayerNormalization of the centred rows, its parameters inside or after it, or the
+    written-out form for epsilon 0; rows far from 0 against their spread."""
+    b = Builder()
+    x = b.tensor(np.float32, shape)
+    static = (2, 3, 8)
+    params = static[params_axis:] if params_axis != -1 else static[-1:]
+    affine = DYNAMIC not in shape
+    inputs = [x]
+    if affine:
+        inputs += [b.tensor(np.float32, params, randn(*params, seed=s)) for s in (2, 3)]
+    y = b.node(na.NODE_TYPE_LAYER_NORM_FUSION,
+               na.LayerNormFusion(beginNormAxis=norm_axis, beginParamsAxis=params_axis,
+                                  epsilon=epsilon, elementwiseAffine=affine), inputs, shape)
+    graph = b.graph([x], [y])
+    data = randn(*static, seed=9) * np.float32(2) + np.float32(50)
+    part, got, want = run_both(graph, [data])
+    assert part.single_segment is not None, part.describe()
+    assert_agree(got, want)
+
+
 def test_transformer_block_pieces_match_numpy() -> None:
     """LayerNorm (rows far from 0 against their spread) → element-wise math: Sqrt / Mul / ReduceFusion MEAN with
     coeff, in one segment."""
@@ -132,31 +159,40 @@ def test_nan_reaches_max_pool_and_max_reduction_as_on_numpy() -> None:
     assert_agree(got, [want])
 
 
-@pytest.mark.parametrize("pad_mode, channels", [(ht.PAD_MODE_SAME, 3), (ht.PAD_MODE_VALID, 3),
-                                               (ht.PAD_MODE_SAME, 64)])  # 64: blocked NCHWc
-def test_max_pool_nan_next_to_infinities_and_huge_values(pad_mode, channels) -> None:
+@pytest.mark.parametrize("pad_mode, channels, kernel", [
+    (ht.PAD_MODE_SAME, 3, 3), (ht.PAD_MODE_VALID, 3, 3),
+    (ht.PAD_MODE_SAME, 64, 3),  # 64: onnxruntime's blocked NCHWc layout
+    (ht.PAD_MODE_VALID, 3, 9),  # one window over the whole plane: the IsNaN mask
+])
+def test_max_pool_nan_next_to_infinities_and_huge_values(pad_mode, channels, kernel) -> None:
     """The NaN of a window comes from a zero-weight convolution of Tanh(x): NaN exactly
     where a window holds one, whatever infinities or values near float32's largest sit
     beside it (ours: +inf stays +inf, a window of -inf and numbers gives the number)."""
     x = randn(1, 9, 9, channels, seed=5)
     x[0, 0, 0, 0] = np.nan
-    x[0, 3, 1, channels - 1] = np.nan
+    if channels > 3:  # the last channel of onnxruntime's blocks too
+        x[0, 3, 1, channels - 1] = np.nan
     x[0, 4, 4, 0] = np.inf
     x[0, 4, 5, 1] = -np.inf
     x[0, 8, 8, 2] = 3.4e38
     x[0, 7, 8, 2] = -3.4e38
     x[0, 2, 6, 1] = np.nan
     x[0, 2, 7, 1] = np.inf
-    out_hw = 5 if pad_mode == ht.PAD_MODE_SAME else 4
+    out_hw = 5 if pad_mode == ht.PAD_MODE_SAME else (9 - kernel) // 2 + 1
     node = NodeSpec(0, "pool", na.NODE_TYPE_MAX_POOL_FUSION,
-                    na.MaxPoolFusion(kernelSize=[3, 3], strides=[2, 2], padMode=pad_mode,
+                    na.MaxPoolFusion(kernelSize=[kernel, kernel], strides=[2, 2],
+                                     padMode=pad_mode,
                                      format=ht.FORMAT_NHWC),
                     (tensor_spec(0, np.float32, x.shape),),
                     (tensor_spec(1, np.float32, (1, out_hw, out_hw, channels)),))
     (want,) = create_kernel(node).execute([x])
     got, on_ort = run_on_ort(node, [x])
     assert on_ort
-    assert np.isnan(want).any() and np.isinf(want).any()
+    assert np.isnan(want).any()
+    if kernel < 9:
+        assert np.isinf(want).any()
+    else:  # one window: NaN in channels 0 and 1, the largest finite value in channel 2
+        assert want[0, 0, 0, 2] == np.float32(3.4e38)
     assert_agree(got, [want])
     np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(want))
 

@@ -83,13 +83,11 @@ def _layer_norm_of_centred(k: Kernel, e: NodeEmitter, rows: str, flat: bool) -> 
         scale, bias = (e.op("Reshape", [e.input(i), *flat_params]) if flat else e.input(i)
                        for i in (1, 2))
     else:
-        size = int(np.prod(length)) if DYNAMIC not in length else None
-        if size is None:  # the parameters' length must be known: ones of the row's shape
-            scale = e.op("Expand", [e.const(1.0, F32, "one"),
-                                    e.op("Shape", [rows], start=-1)])
-            bias = e.op("Mul", [scale, e.const(0.0, F32, "zero")])
-        else:
-            scale, bias = e.const(np.ones(size), F32, "one"), e.const(np.zeros(size), F32, "zero")
+        # identity parameters, as long as a row (read from the rows when it is dynamic)
+        size = [int(np.prod(length))] if DYNAMIC not in length else None
+        row = e.int64s(size, "row") if size else e.op("Shape", [rows], start=-1)
+        scale, bias = (e.op("Expand", [e.const(v, F32, n), row])
+                       for v, n in ((1.0, "one"), (0.0, "zero")))
     last = inside or not k.affine
     y = e.op("LayerNormalization", [d, scale, bias], axis=-1, epsilon=float(k.epsilon),
              out=e.output() if last and not flat else None)
