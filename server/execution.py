@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -56,6 +55,8 @@ from nnrt.server.sessions import PreparedEntry
 
 
 MAX_CHECKED_REQUESTS = 64  # per prepared model
+
+T = TypeVar("T")
 
 
 class InsufficientBuffer(DriverError):
@@ -192,10 +193,11 @@ def _check_fit(model_outputs: Sequence[TensorSpec], outputs: Sequence[Window],
 
 def execute(entry: PreparedEntry, request: CheckedRequest, table: BufferTable,
             cancelled: CancelCheck,
-            admit: Callable[[], AbstractContextManager] = nullcontext,
+            admitted: Callable[[Callable[[], T]], T] = lambda compute: compute(),
             keep: bool = False) -> list[list[int]]:
-    """Check a request against its buffers and run it; returns outputDims. `admit()` is
-    entered around the computation alone, after every check (the device's run scheduler).
+    """Check a request against its buffers and run it; returns outputDims. The computation
+    alone, after every check, goes through `admitted` (the device's run scheduler, which
+    may compute it on another thread).
     `keep`: the request is kept for identical ones (`CheckedRequest`), so a model that
     writes into its outputs binds them once for all of its runs."""
     model = entry.model
@@ -207,8 +209,8 @@ def execute(entry: PreparedEntry, request: CheckedRequest, table: BufferTable,
                 _check_fit(model.outputs, request.outputs, static)
             request.windows_checked = True
         if request.bound is not None:
-            with admit():
-                request.bound(cancelled)
+            bound = request.bound
+            admitted(lambda: bound(cancelled))
             return [list(s) for s in static]
         views = [region.readonly_array(w.offset, spec.dtype, math.prod(shape)).reshape(shape)
                  for spec, w, shape, region
@@ -222,15 +224,12 @@ def execute(entry: PreparedEntry, request: CheckedRequest, table: BufferTable,
             if bound is not None:  # it keeps addresses, not the views
                 request.bound = bound
                 del targets, views
-                with admit():
-                    bound(cancelled)
+                admitted(lambda: bound(cancelled))
             else:
-                with admit():
-                    model.run_into(views, targets, cancelled)
+                admitted(lambda: model.run_into(views, targets, cancelled))
                 del targets, views
             return [list(s) for s in static]
-        with admit():
-            results = model.run(views, cancelled)
+        results = admitted(lambda: model.run(views, cancelled))
         del views
         if len(results) != len(model.outputs):
             raise DriverError(NNRT_FAILED, f"device returned {len(results)} outputs")

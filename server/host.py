@@ -105,6 +105,7 @@ class DriverHost:
         self._workers = workers
         self._server: grpc.Server | None = None
         self._channel: SessionChannelServer | None = None
+        self._scheduler = RunScheduler(device.concurrent_runs)
         self.stall_timeout = stall_timeout  # <= 0: the stuck-execution check is off
         self.unhealthy_reason: str | None = None  # why health says NOT_SERVING, or None
         self._watchdog_stop = threading.Event()
@@ -125,7 +126,7 @@ class DriverHost:
         hdi_pb2_grpc.add_INnrtDeviceServicer_to_server(
             DeviceServicer(self.device, self.sessions, self.faults), server)
         prepared = PreparedModelServicer(self.sessions, self.faults, self.stats,
-                                         RunScheduler(self.device.concurrent_runs))
+                                         self._scheduler)
         hdi_pb2_grpc.add_IPreparedModelServicer_to_server(prepared, server)
         admin_pb2_grpc.add_NnrtAdminServicer_to_server(
             admin.AdminServicer(self.device, self.name, self.sessions, self.faults, self.stats,
@@ -224,6 +225,7 @@ class DriverHost:
         self._server.stop(grace).wait(grace + 1)
         self._server = None
         self._channel.stop(max(0.0, grace - (time.monotonic() - started)))
+        self._scheduler.close()  # after the runs in flight: none is queued any more
         for path in (self.grpc_path, self.session_path):
             path.unlink(missing_ok=True)
         self.device.close()

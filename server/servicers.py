@@ -391,9 +391,10 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
                         len(entry.checked_requests) < execution.MAX_CHECKED_REQUESTS:
                     entry.checked_requests[request_key] = request
             started = time.perf_counter()
-            dims = execution.execute(entry, request, session.buffers, cancelled,
-                                     lambda: self.scheduler.slot(session.id, cancelled),
-                                     keep=request_key is not None)
+            dims = execution.execute(
+                entry, request, session.buffers, cancelled,
+                lambda compute: self.scheduler.run(session.id, cancelled, compute),
+                keep=request_key is not None)
             took = time.perf_counter() - started
             entry.recent_run_s = took if entry.recent_run_s == float("inf") else \
                 0.8 * entry.recent_run_s + 0.2 * took

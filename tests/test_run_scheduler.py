@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from nnrt.common.errors import NNRT_TIME_OUT, DriverError
+from nnrt.common.errors import NNRT_OPERATION_FORBIDDEN, NNRT_TIME_OUT, DriverError
 from nnrt.server import run_scheduler
 from nnrt.server.run_scheduler import RunScheduler, granted_cores
 from tests.conftest import admin_details, in_threads, start_driver, wait_until
@@ -21,34 +21,32 @@ NEVER = lambda: False  # noqa: E731
 
 def test_without_a_budget_every_run_computes_at_once():
     scheduler = RunScheduler(None)
-    with scheduler.slot(1, NEVER), scheduler.slot(1, NEVER), scheduler.slot(2, NEVER):
-        assert scheduler.queued == 0
+    nested = lambda session, inner: lambda: scheduler.run(session, NEVER, inner)  # noqa: E731
+    assert scheduler.run(1, NEVER, nested(1, nested(2, lambda: scheduler.queued))) == 0
 
 
 def test_a_run_alone_gets_every_core_and_runs_under_load_one_core_each():
     scheduler = RunScheduler(2)
-    with scheduler.slot(0, NEVER):
-        assert granted_cores() == 2  # alone on the device
+    assert scheduler.run(0, NEVER, granted_cores) == 2  # alone on the device
     first_inside, release_first = threading.Event(), threading.Event()
     together = threading.Barrier(2, timeout=10)  # two of the others compute at once
     grants: dict[int, int] = {}
 
     def first() -> None:
-        with scheduler.slot(0, NEVER):
-            grants[0] = granted_cores()
-            first_inside.set()
-            assert release_first.wait(10)
+        grants[0] = granted_cores()
+        first_inside.set()
+        assert release_first.wait(10)
 
     def other(session: int) -> None:
-        with scheduler.slot(session, NEVER):
-            grants[session] = granted_cores()
-            if session <= 2:
-                together.wait()
+        grants[session] = granted_cores()
+        if session <= 2:
+            together.wait()
 
-    threads = [threading.Thread(target=first)]
+    threads = [threading.Thread(target=scheduler.run, args=(0, NEVER, first))]
     threads[0].start()
     assert first_inside.wait(5)
-    threads += [threading.Thread(target=other, args=(k,)) for k in (1, 2)]
+    threads += [threading.Thread(target=scheduler.run, args=(k, NEVER, lambda k=k: other(k)))
+                for k in (1, 2)]
     for t in threads[1:]:
         t.start()
     assert wait_until(lambda: scheduler.queued == 2, 5)  # the lone run holds both cores
@@ -58,22 +56,19 @@ def test_a_run_alone_gets_every_core_and_runs_under_load_one_core_each():
     assert not any(t.is_alive() for t in threads)
     assert grants == {0: 2, 1: 1, 2: 1}  # shared: one core each, both at once (the barrier)
     assert scheduler.queued == 0 and granted_cores() is None
-    with scheduler.slot(3, NEVER):
-        assert granted_cores() == 1  # others ran just now: one core, the device idle or not
+    # others ran just now: one core, the device idle or not
+    assert scheduler.run(3, NEVER, granted_cores) == 1
+    scheduler.close()
 
 
 def test_every_core_only_for_the_only_active_session(monkeypatch):
     monkeypatch.setattr(run_scheduler, "ACTIVE_S", 0.2)
     scheduler = RunScheduler(2)
-    with scheduler.slot(1, NEVER):
-        assert granted_cores() == 2
-    with scheduler.slot(2, NEVER):  # another client process ran just now
-        assert granted_cores() == 1
-    with scheduler.slot(1, NEVER):
-        assert granted_cores() == 1
+    assert scheduler.run(1, NEVER, granted_cores) == 2
+    assert scheduler.run(2, NEVER, granted_cores) == 1  # another client process ran just now
+    assert scheduler.run(1, NEVER, granted_cores) == 1
     time.sleep(0.3)  # session 2 went quiet
-    with scheduler.slot(1, NEVER):
-        assert granted_cores() == 2
+    assert scheduler.run(1, NEVER, granted_cores) == 2
 
 
 def test_freed_slots_go_to_sessions_in_turn_not_to_the_longest_queue():
@@ -83,15 +78,13 @@ def test_freed_slots_go_to_sessions_in_turn_not_to_the_longest_queue():
     started = threading.Event()
 
     def first() -> None:
-        with scheduler.slot(0, NEVER):
-            started.set()
-            assert hold.wait(10)
+        started.set()
+        assert hold.wait(10)
 
     def run(session: int, label: str) -> None:
-        with scheduler.slot(session, NEVER):
-            order.append(label)
+        scheduler.run(session, NEVER, lambda: order.append(label))
 
-    blocker = threading.Thread(target=first)
+    blocker = threading.Thread(target=scheduler.run, args=(0, NEVER, first))
     blocker.start()
     assert started.wait(5)
     # session 1 floods four runs, then session 2 queues one
@@ -108,21 +101,23 @@ def test_freed_slots_go_to_sessions_in_turn_not_to_the_longest_queue():
         t.join(10)
     assert order[:2] == ["a0", "b0"], order  # b waited for one run of a, not four
     assert order[2:] == ["a1", "a2", "a3"]
+    scheduler.close()
 
 
 def test_a_waiting_run_whose_caller_gives_up_leaves_the_queue():
     scheduler = RunScheduler(1)
-    gave_up = threading.Event()
-    with scheduler.slot(0, NEVER):
+
+    def hold_the_slot() -> None:
         started = time.monotonic()
         with pytest.raises(DriverError) as info:
-            with scheduler.slot(1, lambda: time.monotonic() - started > 0.2):
-                pytest.fail("computed after its caller gave up")
-        gave_up.set()
+            scheduler.run(1, lambda: time.monotonic() - started > 0.2,
+                          lambda: pytest.fail("computed after its caller gave up"))
         assert info.value.code == NNRT_TIME_OUT
         assert scheduler.queued == 0
-    with scheduler.slot(2, NEVER):  # the slot is free again: nothing leaked
-        pass
+
+    scheduler.run(0, NEVER, hold_the_slot)
+    assert scheduler.run(2, NEVER, lambda: "free") == "free"  # the slot is free: nothing leaked
+    scheduler.close()
 
 
 @pytest.mark.multiprocess
@@ -151,3 +146,104 @@ def test_the_cpu_driver_runs_within_its_core_budget(tmp_path):
         assert not failures, failures[0]
     finally:
         assert driver.stop() == 0
+
+
+def _queued_behind(scheduler: RunScheduler, hold: threading.Event) -> threading.Thread:
+    """A thread whose run holds the scheduler's only slot until `hold` is set."""
+    inside = threading.Event()
+
+    def holding() -> None:
+        inside.set()
+        assert hold.wait(10)
+
+    thread = threading.Thread(target=scheduler.run, args=(0, NEVER, holding))
+    thread.start()
+    assert inside.wait(5)
+    return thread
+
+
+def test_a_queued_run_gives_its_caller_its_result_or_its_exception():
+    scheduler = RunScheduler(1)
+    hold = threading.Event()
+    blocker = _queued_behind(scheduler, hold)
+    outcomes: dict[str, object] = {}
+
+    def call(label: str, compute) -> None:
+        try:
+            outcomes[label] = scheduler.run(1, NEVER, compute)
+        except DriverError as exc:
+            outcomes[label] = exc.code
+
+    def failing() -> None:
+        raise DriverError(NNRT_OPERATION_FORBIDDEN, "the computation's own error")
+
+    threads = [threading.Thread(target=call,
+                                args=("result", lambda: threading.current_thread().name)),
+               threading.Thread(target=call, args=("error", failing))]
+    for k, t in enumerate(threads):
+        t.start()
+        assert wait_until(lambda: scheduler.queued == k + 1, 5)
+    hold.set()
+    for t in [blocker, *threads]:
+        t.join(10)
+    # computed by the scheduler's thread, which went from the released slot to the next run
+    assert str(outcomes["result"]).startswith("nnrt-compute-")
+    assert outcomes["error"] == NNRT_OPERATION_FORBIDDEN
+    assert scheduler.queued == 0 and not scheduler.busy
+    scheduler.close()
+
+
+def test_a_run_computing_when_its_caller_gives_up_is_waited_for():
+    """The scheduler only takes runs out of its queue; one computing sees `cancelled()` between
+    its operators (execution.py) and the caller's thread waits for it: its buffers stay
+    borrowed until then."""
+    scheduler = RunScheduler(1)
+    hold = threading.Event()
+    blocker = _queued_behind(scheduler, hold)
+    computing, finish, gave_up = threading.Event(), threading.Event(), threading.Event()
+    result: list[object] = []
+
+    def compute() -> str:
+        computing.set()
+        assert finish.wait(10)
+        return "finished"
+
+    caller = threading.Thread(
+        target=lambda: result.append(scheduler.run(1, gave_up.is_set, compute)))
+    caller.start()
+    assert wait_until(lambda: scheduler.queued == 1, 5)
+    hold.set()
+    assert computing.wait(5)
+    gave_up.set()
+    time.sleep(2 * run_scheduler.POLL_S)
+    assert caller.is_alive() and not result  # still waiting for its computation
+    finish.set()
+    for t in (blocker, caller):
+        t.join(10)
+    assert result == ["finished"]
+    scheduler.close()
+
+
+def test_closing_fails_the_queued_runs_and_ends_the_threads():
+    scheduler = RunScheduler(1)
+    hold = threading.Event()
+    blocker = _queued_behind(scheduler, hold)
+    codes: list[int] = []
+
+    def queued() -> None:
+        with pytest.raises(DriverError) as info:
+            scheduler.run(1, NEVER, lambda: pytest.fail("computed after the close"))
+        codes.append(info.value.code)
+
+    thread = threading.Thread(target=queued)
+    thread.start()
+    assert wait_until(lambda: scheduler.queued == 1, 5)
+    scheduler.close()  # as the driver stops: the run holding the slot goes on to its end
+    hold.set()
+    for t in (blocker, thread):
+        t.join(10)
+    assert codes == [NNRT_OPERATION_FORBIDDEN]
+    assert not [t for t in threading.enumerate() if t.name.startswith("nnrt-compute-")]
+    with pytest.raises(DriverError) as info:
+        scheduler.run(2, NEVER, lambda: None)
+    assert info.value.code == NNRT_OPERATION_FORBIDDEN
