@@ -96,6 +96,10 @@ def send_message(sock: socket.socket, message: dict[str, Any], fds: Sequence[int
 
 
 _FD_SPACE = socket.CMSG_SPACE(16 * array.array("i").itemsize)  # up to 16 fds a packet
+# Plain ints: an operation on socket's IntFlag members costs microseconds a packet.
+_TRUNCATED = int(socket.MSG_TRUNC | socket.MSG_CTRUNC)
+NOW = int(socket.MSG_DONTWAIT)
+PEEK_NOW = int(socket.MSG_PEEK | socket.MSG_DONTWAIT)
 
 
 def receive_into(sock: socket.socket, buffer: bytearray,
@@ -112,7 +116,7 @@ def receive_into(sock: socket.socket, buffer: bytearray,
             fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
     if not size and not fds:
         return None, []
-    if msg_flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+    if msg_flags & _TRUNCATED:
         close_fds(list(fds))
         raise ValueError("truncated packet")
     return size, list(fds)

@@ -158,7 +158,7 @@ def _more_pending(sock: socket.socket) -> bool:
     waiting for each (pipelining, a flood) gets workers and the per-session cap, not the
     channel's own thread."""
     try:
-        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        return bool(sock.recv(1, channel.PEEK_NOW))
     except (BlockingIOError, InterruptedError):
         return False
     except OSError:

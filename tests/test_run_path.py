@@ -93,8 +93,9 @@ def test_which_runs_the_channel_may_serve_on_its_own_thread():
     assert estimate == entry.recent_run_s and estimate < QUICK_RUN_S * 50  # a numpy Add
     entry.recent_run_s = 0.5
     assert servicer.run_estimate(session, payload) == 0.5  # the channel chooses by it
-    with servicer.scheduler.slot(99, lambda: False):  # the device is busy: a worker waits
-        assert servicer.run_estimate(session, payload) is None
+    # the device is busy: a worker waits
+    assert servicer.scheduler.run(99, lambda: False,
+                                  lambda: servicer.run_estimate(session, payload)) is None
     assert servicer.run_estimate(session, b"\x08\x7f") is None  # an unknown model
     assert servicer.run_estimate(session, b"garbage") is None
     registry.close(session)

@@ -399,7 +399,7 @@ class DriverClient:
         buffer, view = self._buffer, self._view
         try:
             size, fds = channel.receive_into(self._sock, buffer,
-                                             0 if block else socket.MSG_DONTWAIT)
+                                             0 if block else channel.NOW)
             flags = 0
             if size is None:
                 reply, seq = None, None
