@@ -144,7 +144,8 @@ class DriverHost:
                 raise OSError(f"cannot listen on {self.grpc_path}")
             self._channel = SessionChannelServer(self.session_path, self.sessions,
                                                  prepared.run_packet, self._workers,
-                                                 self.channel_policy, prepared.run_estimate)
+                                                 self.channel_policy, prepared.run_estimate,
+                                                 prepared.queue_run)
         finally:
             os.umask(old_umask)
         try:

@@ -25,11 +25,14 @@ path of a lone client). Queued runs are computed by the scheduler's own threads,
 slot, each going straight from one queued run to the next: handing a freed slot to the
 waiting run's thread instead cost a wake-up of that thread on CPUs busy with the other
 runs and the clients (~0.3 ms a run on 2 vCPUs: 8 clients' slots idle 40 % of the time).
-The caller's thread waits for the result and answers as before.
+The caller's thread waits for the result and answers as before — or, for a run handed
+over whole (`submit`: the session channel's known requests, checked already), there is no
+caller's thread: the scheduler's thread computes and answers it, and no worker wakes.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict, deque
@@ -44,7 +47,11 @@ ACTIVE_S = 1.0  # a session that ran this recently counts as active
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 _granted: ContextVar[int | None] = ContextVar("nnrt_granted_cores", default=None)
+# The cores a run handed over whole holds while the scheduler's thread runs it (`submit`).
+_held: ContextVar[int | None] = ContextVar("nnrt_held_cores", default=None)
 
 
 def granted_cores() -> int | None:
@@ -93,6 +100,11 @@ class RunScheduler:
         started; NNRT_OPERATION_FORBIDDEN once the scheduler is closed."""
         if self.slots is None:
             return compute()
+        held = _held.get()
+        if held is not None:  # a run handed over whole computes: its turn came already
+            if cancelled():
+                raise _abandoned()
+            return _with_cores(held, compute)
         with self._lock:
             if self._closed:
                 raise DriverError(NNRT_OPERATION_FORBIDDEN, "the driver is stopping")
@@ -102,17 +114,30 @@ class RunScheduler:
                 self._running += cores
                 turn = None
             else:
-                turn = _Turn(compute, cancelled)
-                self._waiting.setdefault(session_id, deque()).append(turn)
-                while len(self._computers) < self.slots:
-                    self._start_computer()
-                self._work.notify()
+                turn = self._queue(session_id, _Turn(compute, cancelled))
         if turn is None:
             try:
                 return _with_cores(cores, compute)
             finally:
                 self._release(cores)
         return self._result(session_id, turn)
+
+    def submit(self, session_id: int, run: Callable[[], None]) -> bool:
+        """Queue a whole run when the device is busy: the scheduler's thread calls `run()`
+        in its session's turn, holding the cores it was given, and `run` answers its caller
+        itself (its computation, through `run`, then starts at once; NNRT_TIME_OUT if its
+        caller gave up meanwhile). False — nothing queued — with a slot free (the caller's
+        own thread computes at once) or once closed."""
+        if self.slots is None:
+            return False
+        with self._lock:
+            if self._closed:
+                return False
+            self._alone(session_id)  # its activity counts, as for `run`
+            if self._running < self.slots and not self._waiting:
+                return False
+            self._queue(session_id, _Turn(run, None))
+            return True
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the scheduler's threads (each after the run it computes); runs still queued
@@ -123,6 +148,11 @@ class RunScheduler:
             self._waiting.clear()
             self._work.notify_all()
         for turn in left:
+            if turn.cancelled is None:  # a whole run: it answers itself, refused (closed)
+                try:
+                    turn.compute()
+                except BaseException:  # noqa: BLE001
+                    log.exception("a queued run failed unexpectedly")
             turn.finish(error=DriverError(NNRT_OPERATION_FORBIDDEN, "the driver is stopping"))
         deadline = time.monotonic() + timeout
         for thread in self._computers:
@@ -158,6 +188,14 @@ class RunScheduler:
             raise error
         return turn.result
 
+    def _queue(self, session_id: int, turn: _Turn) -> _Turn:
+        """(The lock held.)"""
+        self._waiting.setdefault(session_id, deque()).append(turn)
+        while len(self._computers) < self.slots:
+            self._start_computer()
+        self._work.notify()
+        return turn
+
     def _start_computer(self) -> None:
         thread = threading.Thread(target=self._compute_queued, daemon=True,
                                   name=f"nnrt-compute-{len(self._computers)}")
@@ -176,6 +214,9 @@ class RunScheduler:
                 turn = self._next_turn()
                 if self._waiting and self._running < self.slots:
                     self._work.notify()  # another slot is free for another thread
+            if turn.cancelled is None:  # a whole run: it answers its caller itself
+                self._run_whole(turn)
+                continue
             try:
                 if turn.cancelled():
                     raise _abandoned()
@@ -188,6 +229,17 @@ class RunScheduler:
                 turn.finish(result=result)
                 del result
             del turn  # keep nothing of a run here while waiting for the next
+
+    def _run_whole(self, turn: _Turn) -> None:
+        token = _held.set(turn.cores)
+        try:
+            turn.compute()
+        except BaseException:  # noqa: BLE001  (the session channel's runs never raise)
+            log.exception("a queued run failed unexpectedly")
+        finally:
+            _held.reset(token)
+            self._release(turn.cores)
+            turn.finish()
 
     def _next_turn(self) -> _Turn:
         """Take the oldest run of the next session in turn, that session to the back of the
@@ -212,11 +264,13 @@ class RunScheduler:
 
 
 class _Turn:
-    """A queued run: its computation, then its result or error once `done`."""
+    """A queued run: its computation, then its result or error once `done`; or a run handed
+    over whole (`cancelled` None: nobody waits for it)."""
 
     __slots__ = ("compute", "cancelled", "cores", "result", "error", "done")
 
-    def __init__(self, compute: Callable[[], Any], cancelled: Callable[[], bool]) -> None:
+    def __init__(self, compute: Callable[[], Any],
+                 cancelled: Callable[[], bool] | None) -> None:
         self.compute = compute
         self.cancelled = cancelled
         self.cores = 1

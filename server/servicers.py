@@ -359,6 +359,19 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
         entry = known[0]
         return entry.recent_run_s if entry.static_output_shapes is not None else None
 
+    def queue_run(self, session: Session, payload: bytes, job: Callable[[], None]) -> bool:
+        """For the session channel: queue a Run whole with the device's run scheduler when
+        it would wait there anyway (the device busy), so that the scheduler's thread runs
+        `job` — computes and answers — and no worker thread wakes for it. Only a request
+        seen and checked before (`_known`: a run the checks refuse never waits), no fault
+        in force."""
+        if self.faults.enabled or not self.scheduler.busy:
+            return False
+        known = _known(session, payload)
+        if known is None or not known[1].windows_checked:
+            return False
+        return self.scheduler.submit(session.id, job)
+
     def run_in_session(self, session: Session, request: pb.RunRequest,
                        caller_active: Callable[[], bool],
                        request_key: bytes | None = None) -> pb.RunReply | bytes:

@@ -218,6 +218,9 @@ class SessionRegistry:
 # RunReply bytes; `cancelled()` says whether the client has cancelled the run since.
 RunHandler = Callable[[Session, bytes, "float | None", Callable[[], bool]], bytes]
 RunEstimate = Callable[[Session, bytes], float | None]  # expected computation (s), or None
+# Hands a Run to the device's queue, whose thread calls the job (compute and answer) in the
+# session's turn; False when the run should go to a worker instead.
+RunQueue = Callable[[Session, bytes, Callable[[], None]], bool]
 
 # RunReply bytes of the refusals the channel itself answers.
 _BUSY = pb.RunReply(returnCode=NNRT_DEVICE_BUSY).SerializeToString()
@@ -462,17 +465,21 @@ class SessionChannelServer:
 
     def __init__(self, path: Path, registry: SessionRegistry, run_handler: RunHandler,
                  workers: int = 32, policy: ChannelPolicy | None = None,
-                 estimate: RunEstimate | None = None) -> None:
+                 estimate: RunEstimate | None = None,
+                 queue_run: RunQueue | None = None) -> None:
         """`estimate(session, payload)`: how long a Run is expected to compute, None when
         it must go to a worker. One expected under QUICK_RUN_S (or SOLO_RUN_S, its session
         alone) is run by this thread itself (others wait at most that long), and only for a
         session with no further packet waiting (a caller waiting for its reply); one that
-        pipelines Runs gets workers and the per-session cap."""
+        pipelines Runs gets workers and the per-session cap. `queue_run(session, payload,
+        job)`: a Run that would only wait for the busy device is queued there whole, run
+        and answered by the device's queue (no worker's wake-up on its path)."""
         self.path = path
         self.registry = registry
         self.policy = policy or ChannelPolicy()
         self._run_handler = run_handler
         self._estimate = estimate
+        self._queue_run = queue_run
         self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="run")
         self._runs = 0
         self._runs_done = threading.Condition()
@@ -804,6 +811,9 @@ class SessionChannelServer:
                 connection.answered_at = time.perf_counter()
                 self._spin_next = solo and connection.gap < self.policy.spin_s
                 return
+        if self._queue_run is not None and self._queue_run(
+                session, payload, lambda: self._run(connection, seq, deadline, payload)):
+            return
         try:
             self._workers.submit(self._run, connection, seq, deadline, payload)
         except RuntimeError:  # the pool is shut down: the driver is stopping

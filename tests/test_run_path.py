@@ -19,7 +19,8 @@ from nnrt.server import execution
 from nnrt.server.buffers import SharedRegion
 from nnrt.server.device import PrepareConfig
 from nnrt.common.errors import (NNRT_FAILED, NNRT_INVALID_BUFFER, NNRT_INVALID_MODEL,
-                                NNRT_INVALID_SHAPE, NNRT_SUCCESS)
+                                NNRT_INVALID_SHAPE, NNRT_OPERATION_FORBIDDEN, NNRT_SUCCESS,
+                                NNRT_TIME_OUT)
 from nnrt.server.faults import FaultInjection
 from nnrt.server.graph import DYNAMIC
 from nnrt.server.run_scheduler import RunScheduler
@@ -27,6 +28,7 @@ from nnrt.server.servicers import PreparedModelServicer
 from nnrt.server.sessions import (QUICK_RUN_S, SOLO_RUN_S, PreparedEntry, SessionChannelServer,
                                   SessionRegistry)
 from nnrt.common import session_channel as channel
+from tests.conftest import wait_until
 from tests.kernels.util import GraphBuilder
 
 
@@ -292,3 +294,104 @@ def test_the_gap_before_a_clients_next_run_is_the_think_time_it_gives(tmp_path):
     finally:
         sock.close()
         server.stop()
+
+
+def _windows(session, payload: bytes):
+    """The input and output arrays ([2, 3] float32) of a `_request`."""
+    request = pb.RunRequest.FromString(payload)
+    return [session.buffers.get(io.data.bufferId).array(0, np.float32, 6).reshape(2, 3)
+            for io in (request.inputs[0], request.outputs[0])]
+
+
+def _holding_the_device(servicer) -> tuple[threading.Thread, threading.Event]:
+    """Another session's run computing on the servicer's one slot until the event is set."""
+    inside, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        inside.set()
+        assert release.wait(10)
+
+    thread = threading.Thread(target=servicer.scheduler.run, args=(99, lambda: False, hold))
+    thread.start()
+    assert inside.wait(5)
+    return thread, release
+
+
+def test_a_known_run_for_a_busy_device_is_queued_whole_and_answered_by_the_device_queue():
+    registry, session, servicer, entry, model_id = _session_with_model()
+    payload = _request(session, model_id)
+    x, y = _windows(session, payload)
+    x[:] = [[1, 2, 3], [4, 5, 6]]
+    job_done, replies = threading.Event(), []
+
+    def job() -> None:  # what the session channel queues: compute and answer
+        replies.append((threading.current_thread().name, servicer.run_packet(session, payload,
+                                                                             None)))
+        job_done.set()
+
+    assert not servicer.queue_run(session, payload, job)  # never seen: a worker checks it
+    servicer.run_packet(session, payload, None)
+    assert not servicer.queue_run(session, payload, job)  # the device is idle: a worker
+    y[:] = 0
+    holder, release = _holding_the_device(servicer)
+    assert not servicer.queue_run(session, b"\x08\x7f", job)  # an unknown model
+    assert servicer.queue_run(session, payload, job)
+    assert servicer.scheduler.queued == 1 and not job_done.is_set()
+    release.set()
+    assert job_done.wait(10)
+    holder.join(10)
+    (thread, reply), = replies
+    assert thread.startswith("nnrt-compute-")  # no worker thread on its path
+    assert pb.RunReply.FromString(reply).returnCode == NNRT_SUCCESS
+    np.testing.assert_array_equal(y, [[1, 3, 5], [4, 6, 8]])  # x + [0, 1, 2]
+    servicer.scheduler.close()
+    registry.close(session)
+
+
+def test_a_queued_run_whose_caller_gave_up_is_answered_time_out_without_computing():
+    registry, session, servicer, entry, model_id = _session_with_model()
+    payload = _request(session, model_id)
+    x, y = _windows(session, payload)
+    servicer.run_packet(session, payload, None)
+    y[:] = -1
+    replies = []
+    holder, release = _holding_the_device(servicer)
+    past = time.monotonic() + 0.05  # the caller's deadline passes while the run waits
+    assert servicer.queue_run(session, payload,
+                              lambda: replies.append(servicer.run_packet(session, payload, past)))
+    time.sleep(0.1)
+    release.set()
+    holder.join(10)
+    assert wait_until(lambda: replies, 5)
+    assert pb.RunReply.FromString(replies[0]).returnCode == NNRT_TIME_OUT
+    assert (y == -1).all()  # nothing computed
+    servicer.scheduler.close()
+    registry.close(session)
+
+
+def test_a_run_still_queued_when_the_driver_stops_is_answered_all_the_same():
+    registry, session, servicer, entry, model_id = _session_with_model()
+    payload = _request(session, model_id)
+    servicer.run_packet(session, payload, None)
+    replies = []
+    holder, release = _holding_the_device(servicer)
+    assert servicer.queue_run(session, payload,
+                              lambda: replies.append(servicer.run_packet(session, payload, None)))
+    servicer.scheduler.close()  # the driver stops, its grace over: the queue is answered
+    assert [pb.RunReply.FromString(r).returnCode for r in replies] == [NNRT_OPERATION_FORBIDDEN]
+    release.set()
+    holder.join(10)
+    registry.close(session)
+
+
+def test_faults_in_force_keep_runs_out_of_the_device_queue():
+    registry, session, servicer, entry, model_id = _session_with_model(
+        faults=FaultInjection(run_delay_ms=1))
+    payload = _request(session, model_id)
+    servicer.run_packet(session, payload, None)
+    holder, release = _holding_the_device(servicer)
+    assert not servicer.queue_run(session, payload, lambda: None)
+    release.set()
+    holder.join(10)
+    servicer.scheduler.close()
+    registry.close(session)

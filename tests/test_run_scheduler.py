@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from nnrt.common.errors import NNRT_OPERATION_FORBIDDEN, NNRT_TIME_OUT, DriverError
+from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import run_scheduler
 from nnrt.server.run_scheduler import RunScheduler, granted_cores
 from tests.conftest import admin_details, in_threads, start_driver, wait_until
@@ -249,3 +250,47 @@ def test_closing_fails_the_queued_runs_and_ends_the_threads():
     with pytest.raises(DriverError) as info:
         scheduler.run(2, NEVER, lambda: None)
     assert info.value.code == NNRT_OPERATION_FORBIDDEN
+
+
+@pytest.mark.multiprocess
+def test_sessions_running_the_same_requests_at_once_each_get_their_own_results(tmp_path):
+    """Four sessions run their own requests back to back against one CPU driver: once the
+    device is busy their known requests queue whole and the scheduler's threads compute and
+    answer them (server/run_scheduler.py `submit`); every answer must be its own run's."""
+    from tests.helpers.hdi_models import f32, mlp
+
+    driver = start_driver(tmp_path / "rt", "cpu", "--engine", "ort")
+    builder, reference = mlp(128, (512, 1024, 10))  # ~3 ms: runs meet a busy device
+    inputs = [f32(128, 512) for _ in range(8)]
+    expected = [reference(x) for x in inputs]  # before: the clients do little but run
+    failures: list[BaseException] = []
+
+    def session(k: int) -> None:
+        try:
+            with driver.client() as client:
+                model_id = builder.prepare(client)
+                _, x_memory = client.allocate_buffer(128 * 512 * 4)
+                _, y_memory = client.allocate_buffer(128 * 10 * 4)
+                ins = [ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=[128, 512],
+                                   format=ht.FORMAT_NONE, data=x_memory.descriptor())]
+                outs = [ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=[128, 10],
+                                    format=ht.FORMAT_NONE, data=y_memory.descriptor())]
+                x_view = x_memory.array(np.float32, [128, 512])
+                y_view = y_memory.array(np.float32, [128, 10])
+                for i in range(40):  # the same request bytes each time, new data in them
+                    j = (k + i) % len(inputs)
+                    x_view[:] = inputs[j]
+                    assert client.run(model_id, ins, outs, timeout=30).returnCode == 0
+                    np.testing.assert_allclose(y_view, expected[j], rtol=1e-5, atol=1e-6)
+                del x_view, y_view
+                x_memory.close()
+                y_memory.close()
+        except BaseException as exc:  # noqa: BLE001  (reported below)
+            failures.append(exc)
+
+    try:
+        threads = in_threads(session, [(k,) for k in range(4)], timeout=120)
+        assert not any(t.is_alive() for t in threads)
+        assert not failures, failures[0]
+    finally:
+        assert driver.stop() == 0
