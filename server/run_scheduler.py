@@ -123,11 +123,11 @@ class RunScheduler:
         return self._result(session_id, turn)
 
     def submit(self, session_id: int, run: Callable[[], None]) -> bool:
-        """Queue a whole run when the device is busy: the scheduler's thread calls `run()`
-        in its session's turn, holding the cores it was given, and `run` answers its caller
-        itself (its computation, through `run`, then starts at once; NNRT_TIME_OUT if its
-        caller gave up meanwhile). False — nothing queued — with a slot free (the caller's
-        own thread computes at once) or once closed."""
+        """Queue a whole run — one that computes through `run` and answers its caller — when
+        the device is busy. In its session's turn the scheduler's thread calls `run()`
+        holding the cores it was given, and the computation inside starts at once (or
+        raises NNRT_TIME_OUT if its caller gave up meanwhile). False, nothing queued, with a
+        slot free (the caller's own thread had better compute at once) or once closed."""
         if self.slots is None:
             return False
         with self._lock:
@@ -141,18 +141,15 @@ class RunScheduler:
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the scheduler's threads (each after the run it computes); runs still queued
-        fail with NNRT_OPERATION_FORBIDDEN."""
+        fail with NNRT_OPERATION_FORBIDDEN (a whole run answers its caller so)."""
         with self._lock:
             self._closed = True
             left = [turn for queue in self._waiting.values() for turn in queue]
             self._waiting.clear()
             self._work.notify_all()
         for turn in left:
-            if turn.cancelled is None:  # a whole run: it answers itself, refused (closed)
-                try:
-                    turn.compute()
-                except BaseException:  # noqa: BLE001
-                    log.exception("a queued run failed unexpectedly")
+            if turn.cancelled is None:
+                _answer(turn)  # refused within: the scheduler is closed
             turn.finish(error=DriverError(NNRT_OPERATION_FORBIDDEN, "the driver is stopping"))
         deadline = time.monotonic() + timeout
         for thread in self._computers:
@@ -233,9 +230,7 @@ class RunScheduler:
     def _run_whole(self, turn: _Turn) -> None:
         token = _held.set(turn.cores)
         try:
-            turn.compute()
-        except BaseException:  # noqa: BLE001  (the session channel's runs never raise)
-            log.exception("a queued run failed unexpectedly")
+            _answer(turn)
         finally:
             _held.reset(token)
             self._release(turn.cores)
@@ -261,6 +256,14 @@ class RunScheduler:
             self._running -= cores
             if self._waiting:
                 self._work.notify(self.slots - self._running)  # a thread for each free slot
+
+
+def _answer(whole: _Turn) -> None:
+    """Run a whole run, which answers its caller itself (the session channel's never raise)."""
+    try:
+        whole.compute()
+    except BaseException:  # noqa: BLE001  (a bug: this thread must go on)
+        log.exception("a queued run failed unexpectedly")
 
 
 class _Turn:

@@ -491,6 +491,7 @@ class SessionChannelServer:
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ, None)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_lock = threading.Lock()  # the pipe is closed only under it (`stop`)
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._pending: deque[_Connection] = deque()  # connections whose state changed
         self._accept_failures = 0  # failed accept() calls in a row (an episode)
@@ -531,13 +532,23 @@ class SessionChannelServer:
         self._stopping = True
         self._poke()
         self._thread.join(timeout=10)
+        if not self._thread.is_alive() and self._wake_w >= 0:
+            # Here, not by the selector thread as it ends: any thread may still poke, and
+            # a write to a closed fd number fails (EBADF) or, reused, lands elsewhere.
+            with self._wake_lock:
+                os.close(self._wake_r)
+                os.close(self._wake_w)
+                self._wake_r = self._wake_w = -1
         self._workers.shutdown(wait=False, cancel_futures=True)
 
     def _poke(self) -> None:
-        try:
-            os.write(self._wake_w, b"x")
-        except BlockingIOError:
-            pass  # the pipe is full: the selector wakes anyway
+        with self._wake_lock:
+            if self._wake_w < 0:
+                return  # stopped: nobody selects any more
+            try:
+                os.write(self._wake_w, b"x")
+            except BlockingIOError:
+                pass  # the pipe is full: the selector wakes anyway
 
     def _request(self, connection: _Connection) -> None:
         """From any thread: the selector thread should look at `connection` (it has
@@ -558,8 +569,6 @@ class SessionChannelServer:
                 self._end(key.data)
         self._selector.close()
         self._listener.close()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
 
     def _once(self) -> None:
         timeout = None

@@ -296,6 +296,19 @@ def test_the_gap_before_a_clients_next_run_is_the_think_time_it_gives(tmp_path):
         server.stop()
 
 
+def test_a_stopped_channel_takes_late_wake_ups_and_a_second_stop(tmp_path):
+    """A reply queued by a worker as the channel stops pokes its selector: the wake-up pipe
+    must be open until the selector thread has ended, and closed once (its fd numbers are
+    not written to once they may be another file's)."""
+    server = SessionChannelServer(tmp_path / "s.session", SessionRegistry(),
+                                  lambda *args: pb.RunReply().SerializeToString(), workers=2)
+    server.start()
+    server.stop()
+    assert (server._wake_r, server._wake_w) == (-1, -1)  # closed, after the thread ended
+    server._poke()  # what a late worker's queued reply does: nothing, no error
+    server.stop()  # again: nothing to close twice
+
+
 def _windows(session, payload: bytes):
     """The input and output arrays ([2, 3] float32) of a `_request`."""
     request = pb.RunRequest.FromString(payload)
