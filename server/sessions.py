@@ -348,7 +348,10 @@ class _Connection:
         self.events = 0  # the selector's interest (selector thread only)
         self.overflowed = False
         self.writing = False  # packets are queued: the selector watches for writability
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the Runs in flight and `ended`
+        # The outgoing queue, apart: a reply's send (a syscall, and its thread may lose the
+        # CPU to the client it wakes) must not hold up the next Run's admission.
+        self._send_lock = threading.Lock()
         self._queue: deque[tuple[bytes, list[int]]] = deque()
         self._queued_bytes = 0
         self._wake = wake
@@ -389,6 +392,7 @@ class _Connection:
         with self.lock:
             self.ended = True
             close = self.runs == 0
+        with self._send_lock:  # a send past its check of `ended` finishes first
             dropped, self._queue = list(self._queue), deque()
             self._queued_bytes = 0
         for _, fds in dropped:
@@ -398,14 +402,14 @@ class _Connection:
 
     def queued(self) -> tuple[int, int]:
         """(packets, bytes) waiting for the socket."""
-        with self.lock:
+        with self._send_lock:
             return len(self._queue), self._queued_bytes
 
     def send(self, data: bytes, fds: Sequence[int] = ()) -> None:
         """Send one packet or queue it; never blocks. Takes `fds` (closed once sent or
         dropped: they are our duplicates, the client gets its own)."""
         notify = False
-        with self.lock:
+        with self._send_lock:
             if self.ended or self.overflowed:
                 channel.close_fds(fds)
                 return
@@ -436,7 +440,7 @@ class _Connection:
 
     def flush(self) -> None:
         """Write what the socket takes of the queue (the selector thread, when writable)."""
-        with self.lock:
+        with self._send_lock:
             while self._queue and not self.ended:
                 data, fds = self._queue[0]
                 try:

@@ -408,3 +408,37 @@ def test_faults_in_force_keep_runs_out_of_the_device_queue():
     holder.join(10)
     servicer.scheduler.close()
     registry.close(session)
+
+
+def test_a_reply_being_sent_does_not_hold_up_the_next_runs_admission(monkeypatch):
+    """The thread sending a reply can lose its CPU to the client it wakes; the session
+    channel's thread admitting that client's next Run must not wait for it."""
+    from nnrt.server.sessions import ChannelPolicy, _Connection
+
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    connection = _Connection(a, SessionRegistry().open(None), ChannelPolicy(), lambda c: None)
+    sending, resume = threading.Event(), threading.Event()
+    real_send = channel.send_packet
+
+    def slow_send(sock, data, fds=()):
+        sending.set()
+        assert resume.wait(10)
+        real_send(sock, data, fds)
+
+    monkeypatch.setattr(channel, "send_packet", slow_send)
+    sender = threading.Thread(target=connection.send, args=(b"reply",))
+    sender.start()
+    try:
+        assert sending.wait(5)
+        admitted = []
+        admit = threading.Thread(target=lambda: admitted.append(connection.begin_run(7)))
+        admit.start()
+        admit.join(5)
+        assert admitted == ["ok"]  # while the reply's send is still in progress
+        connection.end_run(7)
+    finally:
+        resume.set()
+        sender.join(5)
+    assert b.recv(64) == b"reply"
+    connection.end()
+    b.close()
