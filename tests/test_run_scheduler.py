@@ -250,6 +250,31 @@ def test_closing_fails_the_queued_runs_and_ends_the_threads():
     with pytest.raises(DriverError) as info:
         scheduler.run(2, NEVER, lambda: None)
     assert info.value.code == NNRT_OPERATION_FORBIDDEN
+    assert not scheduler.submit(2, lambda: pytest.fail("queued after the close"))
+
+
+def test_a_whole_run_is_queued_only_while_the_device_is_busy():
+    scheduler = RunScheduler(1)
+    assert not RunScheduler(None).submit(1, lambda: None)  # no budget: nothing to queue
+    assert not scheduler.submit(1, lambda: None)  # idle: the caller's thread computes
+    hold = threading.Event()
+    blocker = _queued_behind(scheduler, hold)
+    grants: list[object] = []
+    done = threading.Event()
+
+    def whole() -> None:  # computes through run(), as the session channel's runs do
+        grants.append(scheduler.run(1, NEVER, granted_cores))
+        grants.append(threading.current_thread().name)
+        done.set()
+
+    assert scheduler.submit(1, whole)
+    assert scheduler.queued == 1
+    hold.set()
+    assert done.wait(10)
+    blocker.join(10)
+    assert grants[0] == 1 and str(grants[1]).startswith("nnrt-compute-")
+    assert wait_until(lambda: not scheduler.busy, 5)  # its core given back
+    scheduler.close()
 
 
 @pytest.mark.multiprocess
