@@ -214,18 +214,16 @@ class RunScheduler:
             if turn.cancelled is None:  # a whole run: it answers its caller itself
                 self._run_whole(turn)
                 continue
+            result, error = None, None
             try:
                 if turn.cancelled():
                     raise _abandoned()
                 result = _with_cores(turn.cores, turn.compute)
             except BaseException as exc:  # noqa: BLE001  (raised on the caller's thread)
-                self._release(turn.cores)
-                turn.finish(error=exc)
-            else:
-                self._release(turn.cores)
-                turn.finish(result=result)
-                del result
-            del turn  # keep nothing of a run here while waiting for the next
+                error = exc
+            self._release(turn.cores)
+            turn.finish(result, error)
+            del turn, result, error  # keep nothing of a run here while waiting for the next
 
     def _run_whole(self, turn: _Turn) -> None:
         token = _held.set(turn.cores)

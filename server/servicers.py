@@ -365,12 +365,12 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
         `job` — computes and answers — and no worker thread wakes for it. Only a request
         seen and checked before (`_known`: a run the checks refuse never waits), no fault
         in force."""
-        if self.faults.enabled or not self.scheduler.busy:
+        if self.faults.enabled:
             return False
         known = _known(session, payload)
         if known is None or not known[1].windows_checked:
             return False
-        return self.scheduler.submit(session.id, job)
+        return self.scheduler.submit(session.id, job)  # False with the device not busy
 
     def run_in_session(self, session: Session, request: pb.RunRequest,
                        caller_active: Callable[[], bool],

@@ -319,3 +319,29 @@ def test_sessions_running_the_same_requests_at_once_each_get_their_own_results(t
         assert not failures, failures[0]
     finally:
         assert driver.stop() == 0
+
+
+def test_a_whole_run_that_raises_is_logged_and_its_cores_come_back(caplog):
+    """The session channel's whole runs answer their callers and never raise; one that does
+    (a bug) must cost neither the scheduler's thread nor the cores it held."""
+    scheduler = RunScheduler(1)
+    hold = threading.Event()
+    blocker = _queued_behind(scheduler, hold)
+
+    def broken() -> None:
+        raise RuntimeError("a bug in a queued run")
+
+    assert scheduler.submit(1, broken)
+    hold.set()
+    blocker.join(10)
+    assert wait_until(lambda: not scheduler.busy, 5)
+    assert "a queued run failed unexpectedly" in caplog.text
+    assert scheduler.run(2, NEVER, lambda: "after") == "after"  # the slot is free again
+    hold2 = threading.Event()
+    blocker2 = _queued_behind(scheduler, hold2)
+    done = threading.Event()
+    assert scheduler.submit(1, done.set)  # the scheduler's thread goes on serving the queue
+    hold2.set()
+    assert done.wait(10)
+    blocker2.join(10)
+    scheduler.close()
