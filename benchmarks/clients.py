@@ -10,6 +10,12 @@ over the median client's p99 (fairness: no client starved).
 Targets (issue "The CPU driver at onnxruntime speed"), on a 2-vCPU machine: 8 clients
 >= 1.6x the throughput of one; no client's p99 above 3x the median client's p99.
 
+Then, with the driver stopped, the machine's ceiling (ort engine): onnxruntime alone in this
+process on the graph the driver lowered the model to (no client, no boundary, no nnrt code
+on the path), as one loop with a thread per core, one loop with one thread, and a loop per
+core with one thread each — the most any number of clients could get from these cores, and
+that most over nnrt's one client: the highest ratio any driver could reach here.
+
     python benchmarks/clients.py [--seconds 4] [--counts 1,2,4,8] [--engine ort]
 """
 
@@ -23,7 +29,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +54,9 @@ def client_main(args: argparse.Namespace) -> int:
         latencies.append(time.monotonic() - started)
     print(json.dumps(latencies), flush=True)
     return 0
+
+
+RATIO_TARGET = 1.6  # 8 clients' aggregate over one client's
 
 
 def start_driver(directory: Path, engine: str, threads: int | None) -> subprocess.Popen:
@@ -77,6 +88,95 @@ def run_clients(count: int, args: argparse.Namespace, env: dict[str, str]) -> li
     return results
 
 
+@dataclass
+class CountRow:
+    clients: int
+    runs_per_s: float
+    median_p99_s: float  # the median client's p99 latency
+    worst_p99_s: float
+    client0_median_s: float
+
+
+@dataclass
+class CeilingRow:
+    loops: int
+    threads: int  # onnxruntime intra-op threads of each loop's session
+    runs_per_s: float
+
+
+def lowered_model(cache: bytes) -> bytes | None:
+    """The optimised ONNX model the ort engine runs for a compiled model's cache, when its
+    whole graph is one onnxruntime segment (else None: no single model to compare with)."""
+    from nnrt.client.core import model_cache
+    from nnrt.drivers.cpu.device import CpuDevice
+    from nnrt.drivers.cpu.ort.engine import OrtSegment
+    from nnrt.server.device import PrepareConfig
+
+    _, contents = model_cache.unpack(cache)
+    prepared = CpuDevice().prepare_from_cache(contents.blobs, PrepareConfig())
+    try:
+        units = [step.unit for step in prepared.plan.steps]
+        if len(units) != 1 or not isinstance(units[0], OrtSegment):
+            return None
+        return units[0].optimized_model
+    finally:
+        prepared.close()
+
+
+def lowered(args: argparse.Namespace, env: dict[str, str]) -> tuple[bytes, np.ndarray] | None:
+    """The benchmark's model compiled in this process (after the clients' runs: no session
+    or onnxruntime pool of ours running beside them), its lowered model and input."""
+    from nnrt.client import zoo
+    from nnrt.client.core.device import registry
+
+    os.environ.update(env)
+    net, x = zoo.build(args.family, batch=1, size=args.size)
+    with net, net.compile("cpu") as compiled:
+        model = lowered_model(compiled.export_cache())
+    registry().close()
+    return None if model is None else (model, x)
+
+
+def _ceiling_loop(session, x: np.ndarray, seconds: float, start: threading.Barrier,
+                  counts: list[int], i: int) -> None:
+    feed = {session.get_inputs()[0].name: x}
+    for _ in range(20):  # warm up
+        session.run(None, feed)
+    start.wait()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        session.run(None, feed)
+        counts[i] += 1
+
+
+def onnxruntime_ceiling(model: bytes, x: np.ndarray, seconds: float) -> list[CeilingRow]:
+    """Runs/s of onnxruntime alone on `model`, for each way of using the cores: one loop
+    with every core, one loop with one, a loop per core with one each (threads of this
+    process: onnxruntime releases the GIL while it computes)."""
+    import onnxruntime as ort
+
+    cores = len(os.sched_getaffinity(0))
+    rows = []
+    for loops, threads in ((1, cores), (1, 1), (cores, 1)):
+        sessions = []
+        for _ in range(loops):
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            sessions.append(ort.InferenceSession(model, options,
+                                                 providers=["CPUExecutionProvider"]))
+        counts = [0] * loops
+        start = threading.Barrier(loops)
+        workers = [threading.Thread(target=_ceiling_loop, args=(session, x, seconds, start,
+                                                                counts, i))
+                   for i, session in enumerate(sessions)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        rows.append(CeilingRow(loops, threads, sum(counts) / seconds))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0)
@@ -103,18 +203,38 @@ def main() -> int:
                 latencies = run_clients(count, args, env)
                 runs = sum(len(c) for c in latencies)
                 p99s = sorted(float(np.percentile(c, 99)) for c in latencies)
-                rows.append((count, runs / args.seconds, statistics.median(p99s), p99s[-1],
-                             statistics.median(latencies[0])))
+                rows.append(CountRow(count, runs / args.seconds, statistics.median(p99s),
+                                     p99s[-1], statistics.median(latencies[0])))
+            model = lowered(args, env) if args.engine == "ort" else None
         finally:
             driver.terminate()
             driver.wait(30)
-    base = rows[0][1]
+    base = rows[0].runs_per_s
     print(f"{args.family} {args.size}x{args.size}, engine {args.engine}, threads "
           f"{args.threads or 'default'}, {args.seconds:g} s per count, {os.cpu_count()} CPUs")
     print("clients  runs/s   vs 1   median p99 ms  worst p99 ms  worst/median  client 0 median ms")
-    for count, rate, p99_med, p99_max, med in rows:
-        print(f"{count:7d}  {rate:7.0f}  {rate / base:4.2f}x  {p99_med * 1e3:13.2f}  "
-              f"{p99_max * 1e3:12.2f}  {p99_max / p99_med:11.2f}x  {med * 1e3:10.2f}")
+    for row in rows:
+        print(f"{row.clients:7d}  {row.runs_per_s:7.0f}  {row.runs_per_s / base:4.2f}x  "
+              f"{row.median_p99_s * 1e3:13.2f}  {row.worst_p99_s * 1e3:12.2f}  "
+              f"{row.worst_p99_s / row.median_p99_s:11.2f}x  {row.client0_median_s * 1e3:10.2f}")
+    if model is None:
+        if args.engine == "ort":
+            print("\nno ceiling: the model is not one onnxruntime segment")
+        return 0
+    ceiling = onnxruntime_ceiling(*model, args.seconds)
+    best = max(row.runs_per_s for row in ceiling)
+    one_loop = ceiling[0].runs_per_s  # one loop with every core: one client's best
+    print("\nthe ceiling: onnxruntime alone in this process, on the graph the driver lowered "
+          "the model to")
+    for row in ceiling:
+        print(f"  {row.loops} loop(s) x {row.threads} thread(s): {row.runs_per_s:7.0f} runs/s")
+    print(f"  the most these cores give: {best / base:.2f}x nnrt's one client "
+          f"({rows[-1].clients} clients got {rows[-1].runs_per_s / best:.2f} of it); "
+          f"{best / one_loop:.2f}x onnxruntime's one loop")
+    # What a ratio target over one client asks of that client: it can be met only by a
+    # client that leaves that much of the machine unused.
+    print(f"  {RATIO_TARGET}x one client needs one client at <= {best / RATIO_TARGET:.0f} "
+          f"runs/s: {one_loop / (best / RATIO_TARGET):.2f}x onnxruntime's own time a run")
     return 0
 
 
