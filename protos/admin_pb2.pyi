@@ -61,8 +61,24 @@ class RunLatency(_message.Message):
     sumSeconds: float
     def __init__(self, upperBoundsSeconds: _Optional[_Iterable[float]] = ..., counts: _Optional[_Iterable[int]] = ..., sumSeconds: _Optional[float] = ...) -> None: ...
 
+class RunQueue(_message.Message):
+    __slots__ = ("cores", "coresInUse", "queued", "waited", "waitSeconds", "gaveUp")
+    CORES_FIELD_NUMBER: _ClassVar[int]
+    CORESINUSE_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    WAITED_FIELD_NUMBER: _ClassVar[int]
+    WAITSECONDS_FIELD_NUMBER: _ClassVar[int]
+    GAVEUP_FIELD_NUMBER: _ClassVar[int]
+    cores: int
+    coresInUse: int
+    queued: int
+    waited: int
+    waitSeconds: float
+    gaveUp: int
+    def __init__(self, cores: _Optional[int] = ..., coresInUse: _Optional[int] = ..., queued: _Optional[int] = ..., waited: _Optional[int] = ..., waitSeconds: _Optional[float] = ..., gaveUp: _Optional[int] = ...) -> None: ...
+
 class DriverStatus(_message.Message):
-    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults", "details", "runLatency", "sharedMemoryBudgetBytes", "sessionMemoryBudgetBytes", "modelMemoryLimitBytes", "sharedMemoryUsedBytes")
+    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults", "details", "runLatency", "sharedMemoryBudgetBytes", "sessionMemoryBudgetBytes", "modelMemoryLimitBytes", "sharedMemoryUsedBytes", "runQueue")
     class DetailsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +106,7 @@ class DriverStatus(_message.Message):
     SESSIONMEMORYBUDGETBYTES_FIELD_NUMBER: _ClassVar[int]
     MODELMEMORYLIMITBYTES_FIELD_NUMBER: _ClassVar[int]
     SHAREDMEMORYUSEDBYTES_FIELD_NUMBER: _ClassVar[int]
+    RUNQUEUE_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     kind: str
     name: str
@@ -110,4 +127,5 @@ class DriverStatus(_message.Message):
     sessionMemoryBudgetBytes: int
     modelMemoryLimitBytes: int
     sharedMemoryUsedBytes: int
-    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ..., details: _Optional[_Mapping[str, str]] = ..., runLatency: _Optional[_Union[RunLatency, _Mapping]] = ..., sharedMemoryBudgetBytes: _Optional[int] = ..., sessionMemoryBudgetBytes: _Optional[int] = ..., modelMemoryLimitBytes: _Optional[int] = ..., sharedMemoryUsedBytes: _Optional[int] = ...) -> None: ...
+    runQueue: RunQueue
+    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ..., details: _Optional[_Mapping[str, str]] = ..., runLatency: _Optional[_Union[RunLatency, _Mapping]] = ..., sharedMemoryBudgetBytes: _Optional[int] = ..., sessionMemoryBudgetBytes: _Optional[int] = ..., modelMemoryLimitBytes: _Optional[int] = ..., sharedMemoryUsedBytes: _Optional[int] = ..., runQueue: _Optional[_Union[RunQueue, _Mapping]] = ...) -> None: ...

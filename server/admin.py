@@ -7,7 +7,9 @@ session: the socket's mode (0660) is the access control, as for the device queri
   histogram of its completed runs (server/stats.py), every open session with the buffers,
   bytes and prepared models it holds, the faults in force, and the memory budgets in force
   (shared memory per driver and per session, model memory per run) with the shared memory
-  held now.
+  held now; for a device with a core budget, its run queue (server/run_scheduler.py): the
+  cores, those in use, the runs waiting now, and since the start how many runs waited,
+  for how long in all, and how many left it without computing.
 * `SetFaults`: replaces the faults in force — only on a driver started with fault
   injection enabled (`--fault-injection` or any `--fault-*` option); otherwise refused
   with HDF_ERR_NOPERM and a log line. Every change is logged at WARNING. A config out of
@@ -29,6 +31,7 @@ from nnrt.server.device import Device
 from nnrt.common.errors import HDF_ERR_INVALID_PARAM, HDF_ERR_NOPERM, NNRT_FAILED
 from nnrt.common.faults import faults_from_proto, faults_to_proto
 from nnrt.server.faults import FaultInjection
+from nnrt.server.run_scheduler import RunScheduler
 from nnrt.server.sessions import SessionRegistry
 from nnrt.server.stats import LATENCY_BUCKETS, RunStats
 
@@ -39,8 +42,10 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["NnrtAdmin"].full_name
 
 class AdminServicer(rpc.NnrtAdminServicer):
     def __init__(self, device: Device, name: str, sessions: SessionRegistry,
-                 faults: FaultInjection, stats: RunStats, started: float | None = None) -> None:
+                 faults: FaultInjection, stats: RunStats, started: float | None = None,
+                 scheduler: RunScheduler | None = None) -> None:
         self.device = device
+        self.scheduler = scheduler
         self.name = name
         self.sessions = sessions
         self.faults = faults
@@ -51,6 +56,7 @@ class AdminServicer(rpc.NnrtAdminServicer):
         try:
             runs = self.stats.snapshot()
             budget = buffers.process_budget()
+            queue = self.scheduler.stats() if self.scheduler is not None else None
             sessions = [
                 pb.SessionStatus(
                     sessionId=s.id, peerPid=s.peer_pid or 0, buffers=len(s.buffers),
@@ -73,6 +79,10 @@ class AdminServicer(rpc.NnrtAdminServicer):
                 sessionMemoryBudgetBytes=budget.session_limit,
                 modelMemoryLimitBytes=reference.model_memory_limit(),
                 sharedMemoryUsedBytes=budget.used,
+                runQueue=None if queue is None else pb.RunQueue(
+                    cores=queue.cores, coresInUse=queue.cores_in_use, queued=queue.queued,
+                    waited=queue.waited, waitSeconds=queue.wait_seconds,
+                    gaveUp=queue.gave_up),
             )
         except Exception:
             log.exception("GetStatus failed unexpectedly")

@@ -130,7 +130,7 @@ class DriverHost:
         hdi_pb2_grpc.add_IPreparedModelServicer_to_server(prepared, server)
         admin_pb2_grpc.add_NnrtAdminServicer_to_server(
             admin.AdminServicer(self.device, self.name, self.sessions, self.faults, self.stats,
-                                self.created), server)
+                                self.created, self._scheduler), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

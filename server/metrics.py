@@ -12,8 +12,10 @@ Decisions:
 * **Read at scrape time, nothing kept**: a custom collector takes the device manager's
   driver snapshots (state, restarts, uptime: what `nnrt status` shows) and asks each live
   driver's admin `GetStatus` (protos/admin.proto) for its run counters, run latency
-  histogram, sessions, buffers, bytes held, prepared models and memory budgets — in
-  parallel, each bounded
+  histogram, sessions, buffers, bytes held, prepared models, memory budgets and run queue
+  (CPU driver: `nnrt_driver_cores`, `_cores_in_use`, `nnrt_driver_runs_queued`, and the
+  counters `nnrt_driver_run_queue_waits_total`, `_wait_seconds_total`, `_gave_up_total`:
+  their rate's ratio is the mean wait for cores) — in parallel, each bounded
   by `SCRAPE_TIMEOUT`, so a wedged driver costs a scrape at most that long and shows as
   `nnrt_driver_status_up 0` instead of failing the scrape. A driver's run counters and
   histogram are its process's: they restart from zero when the driver restarts, which
@@ -137,6 +139,20 @@ class DevmgrCollector(Collector):
                                            "memory one session may hold", labels=LABELS)
         model_limit = GaugeMetricFamily("nnrt_driver_model_memory_limit_bytes", "memory one "
                                         "run of a prepared model may write", labels=LABELS)
+        cores = GaugeMetricFamily("nnrt_driver_cores", "cores the driver's runs may compute "
+                                  "on at once (its run queue's budget; CPU driver)",
+                                  labels=LABELS)
+        cores_in_use = GaugeMetricFamily("nnrt_driver_cores_in_use", "cores granted to runs "
+                                         "computing now", labels=LABELS)
+        queued = GaugeMetricFamily("nnrt_driver_runs_queued", "runs waiting for cores now",
+                                   labels=LABELS)
+        waited = CounterMetricFamily("nnrt_driver_run_queue_waits", "runs whose turn came "
+                                     "after waiting for cores", labels=LABELS)
+        wait_seconds = CounterMetricFamily("nnrt_driver_run_queue_wait_seconds", "time runs "
+                                           "waited for cores, summed", labels=LABELS)
+        gave_up = CounterMetricFamily("nnrt_driver_run_queue_gave_up", "queued runs that "
+                                      "never computed: their callers gave up first",
+                                      labels=LABELS)
         for d in drivers:
             labels = [d["name"], d["kind"]]
             for name in STATES:
@@ -166,9 +182,18 @@ class DevmgrCollector(Collector):
                 budget.add_metric(labels, status.sharedMemoryBudgetBytes)
                 session_budget.add_metric(labels, status.sessionMemoryBudgetBytes)
                 model_limit.add_metric(labels, status.modelMemoryLimitBytes)
+            if status.HasField("runQueue"):
+                queue = status.runQueue
+                cores.add_metric(labels, queue.cores)
+                cores_in_use.add_metric(labels, queue.coresInUse)
+                queued.add_metric(labels, queue.queued)
+                waited.add_metric(labels, queue.waited)
+                wait_seconds.add_metric(labels, queue.waitSeconds)
+                gave_up.add_metric(labels, queue.gaveUp)
         yield from (state, restarts, takeovers, standby_ready, driver_uptime, status_up, runs,
                     in_flight, latency, sessions, buffers, buffer_bytes, prepared, budget,
-                    session_budget, model_limit)
+                    session_budget, model_limit, cores, cores_in_use, queued, waited,
+                    wait_seconds, gave_up)
 
         took = GaugeMetricFamily("nnrt_devmgr_scrape_duration_seconds", "seconds this scrape "
                                  "took to read the drivers")

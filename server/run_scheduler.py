@@ -38,6 +38,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..common.errors import NNRT_OPERATION_FORBIDDEN, NNRT_TIME_OUT, DriverError
@@ -72,6 +73,19 @@ def _abandoned() -> DriverError:
                                       "caller gave up")
 
 
+@dataclass(frozen=True)
+class QueueStats:
+    """The scheduler's state for operators (admin GetStatus, metrics): is the device
+    saturated, and how long do runs wait for cores."""
+
+    cores: int  # the budget: cores runs may compute on at once
+    cores_in_use: int  # granted to runs computing now
+    queued: int  # runs waiting for cores now
+    waited: int  # runs whose turn came after waiting for cores, since the start
+    wait_seconds: float  # those waits, summed
+    gave_up: int  # queued runs that never computed: their callers gave up first
+
+
 class RunScheduler:
     def __init__(self, slots: int | None) -> None:
         self.slots = slots
@@ -82,6 +96,9 @@ class RunScheduler:
         self._last_run: dict[int, float] = {}  # session id -> when it last asked for cores
         self._computers: list[threading.Thread] = []
         self._closed = False
+        self._waited = 0
+        self._wait_s = 0.0
+        self._gave_up = 0
 
     @property
     def busy(self) -> bool:
@@ -93,6 +110,15 @@ class RunScheduler:
         with self._lock:
             return sum(len(q) for q in self._waiting.values())
 
+    def stats(self) -> QueueStats | None:
+        """The queue's figures now (None without a budget: nothing is ever queued)."""
+        if self.slots is None:
+            return None
+        with self._lock:
+            return QueueStats(self.slots, self._running,
+                              sum(len(q) for q in self._waiting.values()), self._waited,
+                              self._wait_s, self._gave_up)
+
     def run(self, session_id: int, cancelled: Callable[[], bool],
             compute: Callable[[], T]) -> T:
         """`compute()` on cores of the device (see the module docstring), in its session's
@@ -103,6 +129,7 @@ class RunScheduler:
         held = _held.get()
         if held is not None:  # a run handed over whole computes: its turn came already
             if cancelled():
+                self._count_gave_up()
                 raise _abandoned()
             return _with_cores(held, compute)
         with self._lock:
@@ -178,6 +205,7 @@ class RunScheduler:
                         queue.remove(turn)
                         if not queue:
                             del self._waiting[session_id]
+                        self._gave_up += 1
                 if gave_up:
                     raise _abandoned()
         if turn.error is not None:
@@ -217,6 +245,7 @@ class RunScheduler:
             result, error = None, None
             try:
                 if turn.cancelled():
+                    self._count_gave_up()
                     raise _abandoned()
                 result = _with_cores(turn.cores, turn.compute)
             except BaseException as exc:  # noqa: BLE001  (raised on the caller's thread)
@@ -240,6 +269,8 @@ class RunScheduler:
         waiter when nothing else computes."""
         session_id, queue = next(iter(self._waiting.items()))
         turn = queue.popleft()
+        self._waited += 1
+        self._wait_s += time.monotonic() - turn.queued_at
         if queue:
             self._waiting.move_to_end(session_id)
         else:
@@ -248,6 +279,10 @@ class RunScheduler:
             len(self._last_run) == 1 else 1
         self._running += turn.cores
         return turn
+
+    def _count_gave_up(self) -> None:
+        with self._lock:
+            self._gave_up += 1
 
     def _release(self, cores: int) -> None:
         with self._lock:
@@ -268,13 +303,14 @@ class _Turn:
     """A queued run: its computation, then its result or error once `done`; or a run handed
     over whole (`cancelled` None: nobody waits for it)."""
 
-    __slots__ = ("compute", "cancelled", "cores", "result", "error", "done")
+    __slots__ = ("compute", "cancelled", "cores", "queued_at", "result", "error", "done")
 
     def __init__(self, compute: Callable[[], Any],
                  cancelled: Callable[[], bool] | None) -> None:
         self.compute = compute
         self.cancelled = cancelled
         self.cores = 1
+        self.queued_at = time.monotonic()
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = threading.Event()

@@ -144,3 +144,54 @@ def test_run_counters_in_flight_completed_failed_abandoned(runtime_dir):
             x.close(), y.close()
     finally:
         assert driver.stop() == 0
+
+
+@pytest.mark.multiprocess
+def test_status_shows_the_run_queue_of_a_driver_with_a_core_budget(runtime_dir):
+    """The CPU driver's onnxruntime engine computes on a budget of cores (one run a core,
+    server/run_scheduler.py): its status says the budget, what computes and waits now, and
+    since the start how many runs waited and for how long; the numpy engine has no budget."""
+    from tests.helpers.hdi_models import mlp
+
+    cores = len(os.sched_getaffinity(0))
+    driver = start_driver(runtime_dir, "cpu", "--engine", "ort")
+    plain = start_driver(runtime_dir, "cpu", "--engine", "numpy", name="plain")
+    try:
+        assert not status(plain).HasField("runQueue")
+        assert status(driver).runQueue == apb.RunQueue(cores=cores)
+        # Runs of ~0.1 s each, more at once than there are cores: some wait their turn.
+        builder, _ = mlp(256, (1024, 2048, 2048))
+        with driver.client() as client:
+            model_id = builder.prepare(client)
+            _, x = client.allocate_buffer(256 * 1024 * 4)
+            x.array(np.float32, [256, 1024])[:] = 0.5
+            outs = [client.allocate_buffer(256 * 2048 * 4)[1] for _ in range(cores + 2)]
+            tensors = lambda memory, shape, index: ht.IOTensor(  # noqa: E731
+                dataType=ht.DATA_TYPE_FLOAT32, dimensions=shape,
+                format=builder.tensors[index].format, data=memory.descriptor())
+            codes: list[int] = []
+
+            def one(out) -> None:
+                codes.append(client.run(
+                    model_id, [tensors(x, [256, 1024], builder.inputs[0])],
+                    [tensors(out, [256, 2048], builder.outputs[0])], timeout=60).returnCode)
+
+            for _ in range(3):  # a burst whose runs did not overlap (a loaded machine) again
+                threads = [threading.Thread(target=one, args=(out,)) for out in outs]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(60)
+                if status(driver).runQueue.waited:
+                    break
+            assert codes and set(codes) == {NNRT_SUCCESS}
+            queue = status(driver).runQueue
+            assert (queue.cores, queue.coresInUse, queue.queued, queue.gaveUp) == \
+                (cores, 0, 0, 0)
+            assert 1 <= queue.waited < len(codes)  # the first of a burst never waits
+            assert 0 < queue.waitSeconds < 60 * queue.waited
+            for memory in (x, *outs):
+                memory.close()
+    finally:
+        assert driver.stop() == 0
+        assert plain.stop() == 0

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from nnrt.client import cli
+from nnrt.client.commands.status import format_run_queue
 from nnrt.client.core.device import DeviceRegistry
 from tests.devmgr_util import WAIT, config_text, processes_using, start_devmgr
 
@@ -20,7 +21,7 @@ DEVICE_KEYS = {"id", "name", "driver", "kind", "device_name", "vendor", "type", 
 DRIVER_KEYS = {"name", "kind", "managed", "pid", "state", "health", "restarts", "last_exit",
                "reason", "uptime_seconds", "device_status", "in_flight_runs", "runs",
                "sessions", "memory_bytes", "fault_injection", "standby", "takeovers",
-               "budgets"}
+               "budgets", "run_queue"}
 SESSION_KEYS = {"session_id", "peer_pid", "buffers", "buffer_bytes", "prepared_models"}
 DEVMGR_KEYS = {"pid", "uptime", "state", "config", "runtime_dir", "status"}
 
@@ -94,11 +95,20 @@ def test_devices_and_status_of_a_driver_without_devmgr(driver, capsys):
         assert len(ours) == 1 and set(ours[0]) == SESSION_KEYS
         assert ours[0]["buffers"] == 1 and ours[0]["buffer_bytes"] >= 4096
         assert entry["memory_bytes"] >= 4096
+        cores = len(os.sched_getaffinity(0))
+        if device["details"]["engine"] == "ort":  # a core budget: its run queue, idle
+            assert entry["run_queue"] == {"cores": cores, "cores_in_use": 0, "queued": 0,
+                                          "waited": 0, "wait_seconds": 0, "gave_up": 0}
+        else:
+            assert entry["run_queue"] is None
 
         code, out, _ = nnrt(capsys, "status", "--runtime-dir", rt)
         assert code == 0
         assert "devmgr:   not running" in out
         assert f"cpu session {ours[0]['session_id']} (pid {os.getpid()}): 1 buffer, 4.0 KiB" in out
+        if entry["run_queue"]:
+            assert f"  cpu run queue: {cores} core{'s' if cores != 1 else ''}, 0 in use, 0 runs " \
+                   "waiting\n" in out
         code, out, _ = nnrt(capsys, "devices", "--runtime-dir", rt)
         assert code == 0
         header, row, *details = out.splitlines()
@@ -172,3 +182,14 @@ def test_devices_and_status_with_devmgr(tmp_path):
     finally:
         devmgr.kill_everything()
     assert processes_using(devmgr.runtime_dir) == []
+
+
+def test_the_run_queue_line_of_nnrt_status():
+    idle = {"cores": 1, "cores_in_use": 0, "queued": 0, "waited": 0, "wait_seconds": 0.0,
+            "gave_up": 0}
+    assert format_run_queue("cpu", idle) == "  cpu run queue: 1 core, 0 in use, 0 runs waiting"
+    busy = {"cores": 2, "cores_in_use": 2, "queued": 1, "waited": 4, "wait_seconds": 0.008,
+            "gave_up": 1}
+    assert format_run_queue("cpu", busy) == \
+        "  cpu run queue: 2 cores, 2 in use, 1 run waiting; 4 runs waited, 2.0 ms on average, " \
+        "1 gave up waiting"

@@ -121,6 +121,15 @@ def test_devmgr_serves_per_driver_metrics(tmp_path, devmgrs):
     assert value(samples, "nnrt_driver_prepared_models", **cpu) == 1
     assert value(samples, "nnrt_driver_sessions", driver="other", kind="cpu") == 0
     assert value(samples, "nnrt_driver_uptime_seconds", **cpu) > 0
+    if os.environ.get("NNRT_CPU_ENGINE", "ort") == "ort":  # a core budget, its run queue
+        assert value(samples, "nnrt_driver_cores", **cpu) == len(os.sched_getaffinity(0))
+        assert value(samples, "nnrt_driver_cores_in_use", **cpu) == 0
+        assert value(samples, "nnrt_driver_runs_queued", **cpu) == 0
+        assert value(samples, "nnrt_driver_run_queue_waits_total", **cpu) == 0  # one at a time
+        assert value(samples, "nnrt_driver_run_queue_wait_seconds_total", **cpu) == 0
+        assert value(samples, "nnrt_driver_run_queue_gave_up_total", **cpu) == 0
+    else:  # the numpy engine has none
+        assert ("nnrt_driver_cores", frozenset(cpu.items())) not in samples
     assert value(samples, "process_open_fds") > 0  # the device manager's own
 
     # A restarted driver: restarts counted, its process's run counters start again; one

@@ -14,7 +14,7 @@ import pytest
 from nnrt.common.errors import NNRT_OPERATION_FORBIDDEN, NNRT_TIME_OUT, DriverError
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import run_scheduler
-from nnrt.server.run_scheduler import RunScheduler, granted_cores
+from nnrt.server.run_scheduler import QueueStats, RunScheduler, granted_cores
 from tests.conftest import admin_details, in_threads, start_driver, wait_until
 
 NEVER = lambda: False  # noqa: E731
@@ -191,6 +191,47 @@ def test_a_queued_run_gives_its_caller_its_result_or_its_exception():
     assert str(outcomes["result"]).startswith("nnrt-compute-")
     assert outcomes["error"] == NNRT_OPERATION_FORBIDDEN
     assert scheduler.queued == 0 and not scheduler.busy
+    scheduler.close()
+
+
+def test_the_queue_figures_count_waits_and_the_runs_that_gave_up():
+    assert RunScheduler(None).stats() is None  # no budget: no queue to speak of
+    scheduler = RunScheduler(1)
+    assert scheduler.stats() == QueueStats(1, 0, 0, 0, 0.0, 0)
+    hold = threading.Event()
+    blocker = _queued_behind(scheduler, hold)
+    assert scheduler.stats() == QueueStats(1, 1, 0, 0, 0.0, 0)  # computing, nothing waits
+    results: list[object] = []
+    waiter = threading.Thread(target=lambda: results.append(
+        scheduler.run(1, NEVER, lambda: "computed")))
+    waiter.start()
+    gives_up = threading.Event()
+
+    def impatient() -> None:
+        with pytest.raises(DriverError) as info:
+            scheduler.run(2, gives_up.is_set, lambda: pytest.fail("computed after giving up"))
+        results.append(info.value.code)
+
+    quitter = threading.Thread(target=impatient)
+    quitter.start()
+    assert wait_until(lambda: scheduler.stats().queued == 2, 5)
+    gives_up.set()
+    quitter.join(10)
+    assert scheduler.stats() == QueueStats(1, 1, 1, 0, 0.0, 1)
+    # A whole run whose caller gives up while it waits: its turn comes, it never computes.
+    assert scheduler.submit(3, lambda: results.append(
+        pytest.raises(DriverError, scheduler.run, 3, lambda: True, pytest.fail).value.code))
+    waited = 0.2
+    time.sleep(waited)
+    hold.set()
+    for t in (blocker, waiter):
+        t.join(10)
+    assert wait_until(lambda: len(results) == 3, 5)
+    assert sorted(map(str, results)) == sorted(map(str, [NNRT_TIME_OUT, "computed",
+                                                         NNRT_TIME_OUT]))
+    stats = scheduler.stats()
+    assert (stats.cores_in_use, stats.queued, stats.waited, stats.gave_up) == (0, 0, 2, 2)
+    assert 2 * waited <= stats.wait_seconds < 2 * (waited + 10)
     scheduler.close()
 
 

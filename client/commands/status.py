@@ -10,13 +10,16 @@
 
       npu: crash loop: 5 failures within 60 s (last: exit 1)
       cpu budgets: shared memory 11.8 GiB (a session 2.9 GiB), model memory 2.9 GiB per run
+      cpu run queue: 2 cores, 2 in use, 3 runs waiting; 1204 runs waited, 1.8 ms on average
       cpu session 3 (pid 2040): 2 buffers, 4.0 MiB, 1 prepared model
 
 State, restarts and the warm spare (STANDBY: its state and pid; `-` when standby is off)
 come from the device manager (when one runs); health from a grpc.health.v1 probe; runs,
 sessions, memory (bytes of shared buffers each session holds) and the budgets (BUDGET: the
-shared memory all sessions may hold) from the driver's admin service
-(`nnrt.admin.v1.NnrtAdmin/GetStatus`).
+shared memory all sessions may hold) and the run queue of a driver with a core budget (the
+CPU driver's onnxruntime engine: its cores, those in use, the runs waiting for one now, and
+since its start how many runs waited, their mean wait and how many callers gave up while
+queued) from the driver's admin service (`nnrt.admin.v1.NnrtAdmin/GetStatus`).
 
 Exit codes: 0 every driver ready and SERVING, 1 some driver is not (failed, restarting,
 unreachable, ...), 3 nothing running (no device manager, no driver).
@@ -83,6 +86,7 @@ def collect(directory, devmgr: dict | None) -> list[dict]:
             "standby": entry.get("standby") if entry else None,
             "takeovers": entry.get("takeovers") if entry else None,
             "budgets": _budgets(admin),
+            "run_queue": _run_queue(admin),
         })
     return drivers
 
@@ -95,6 +99,28 @@ def _budgets(admin) -> dict | None:
             "session_memory_bytes": admin.sessionMemoryBudgetBytes,
             "model_memory_bytes": admin.modelMemoryLimitBytes,
             "shared_memory_used_bytes": admin.sharedMemoryUsedBytes}
+
+
+def _run_queue(admin) -> dict | None:
+    """The driver's run queue (admin GetStatus), None without a core budget."""
+    if admin is None or not admin.HasField("runQueue"):
+        return None
+    queue = admin.runQueue
+    return {"cores": queue.cores, "cores_in_use": queue.coresInUse, "queued": queue.queued,
+            "waited": queue.waited, "wait_seconds": round(queue.waitSeconds, 6),
+            "gave_up": queue.gaveUp}
+
+
+def format_run_queue(name: str, queue: dict) -> str:
+    line = (f"  {name} run queue: {queue['cores']} core{'s' if queue['cores'] != 1 else ''}, "
+            f"{queue['cores_in_use']} in use, {queue['queued']} "
+            f"run{'s' if queue['queued'] != 1 else ''} waiting")
+    if queue["waited"]:
+        line += (f"; {queue['waited']} run{'s' if queue['waited'] != 1 else ''} waited, "
+                 f"{queue['wait_seconds'] / queue['waited'] * 1e3:.1f} ms on average")
+    if queue["gave_up"]:
+        line += f", {queue['gave_up']} gave up waiting"
+    return line
 
 
 def format_standby(standby: dict | None) -> str | None:
@@ -156,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
                              f"{format_bytes(b['shared_memory_bytes'])} "
                              f"(a session {format_bytes(b['session_memory_bytes'])}), model "
                              f"memory {format_bytes(b['model_memory_bytes'])} per run")
+            if d["run_queue"]:
+                notes.append(format_run_queue(d["name"], d["run_queue"]))
         for d in drivers:
             for s in d["sessions"] or ():
                 models = s["prepared_models"]
