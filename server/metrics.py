@@ -59,6 +59,20 @@ if TYPE_CHECKING:
 log = logging.getLogger("nnrt.devmgr.metrics")
 
 SCRAPE_TIMEOUT = 2.0  # s one driver's GetStatus may take during a scrape
+# The run queue of a driver with a core budget (admin RunQueue): name, type, help, field.
+RUN_QUEUE_METRICS = (
+    ("nnrt_driver_cores", GaugeMetricFamily, "cores the driver's runs may compute on at "
+     "once (its run queue's budget; CPU driver)", "cores"),
+    ("nnrt_driver_cores_in_use", GaugeMetricFamily, "cores granted to runs computing now",
+     "coresInUse"),
+    ("nnrt_driver_runs_queued", GaugeMetricFamily, "runs waiting for cores now", "queued"),
+    ("nnrt_driver_run_queue_waits", CounterMetricFamily, "runs whose turn came after "
+     "waiting for cores", "waited"),
+    ("nnrt_driver_run_queue_wait_seconds", CounterMetricFamily, "time runs waited for "
+     "cores, summed", "waitSeconds"),
+    ("nnrt_driver_run_queue_gave_up", CounterMetricFamily, "queued runs that never "
+     "computed: their callers gave up first", "gaveUp"),
+)
 LABELS = ("driver", "kind")
 
 
@@ -139,20 +153,8 @@ class DevmgrCollector(Collector):
                                            "memory one session may hold", labels=LABELS)
         model_limit = GaugeMetricFamily("nnrt_driver_model_memory_limit_bytes", "memory one "
                                         "run of a prepared model may write", labels=LABELS)
-        cores = GaugeMetricFamily("nnrt_driver_cores", "cores the driver's runs may compute "
-                                  "on at once (its run queue's budget; CPU driver)",
-                                  labels=LABELS)
-        cores_in_use = GaugeMetricFamily("nnrt_driver_cores_in_use", "cores granted to runs "
-                                         "computing now", labels=LABELS)
-        queued = GaugeMetricFamily("nnrt_driver_runs_queued", "runs waiting for cores now",
-                                   labels=LABELS)
-        waited = CounterMetricFamily("nnrt_driver_run_queue_waits", "runs whose turn came "
-                                     "after waiting for cores", labels=LABELS)
-        wait_seconds = CounterMetricFamily("nnrt_driver_run_queue_wait_seconds", "time runs "
-                                           "waited for cores, summed", labels=LABELS)
-        gave_up = CounterMetricFamily("nnrt_driver_run_queue_gave_up", "queued runs that "
-                                      "never computed: their callers gave up first",
-                                      labels=LABELS)
+        queue_families = [kind(name, text, labels=LABELS)
+                          for name, kind, text, _ in RUN_QUEUE_METRICS]
         for d in drivers:
             labels = [d["name"], d["kind"]]
             for name in STATES:
@@ -183,17 +185,11 @@ class DevmgrCollector(Collector):
                 session_budget.add_metric(labels, status.sessionMemoryBudgetBytes)
                 model_limit.add_metric(labels, status.modelMemoryLimitBytes)
             if status.HasField("runQueue"):
-                queue = status.runQueue
-                cores.add_metric(labels, queue.cores)
-                cores_in_use.add_metric(labels, queue.coresInUse)
-                queued.add_metric(labels, queue.queued)
-                waited.add_metric(labels, queue.waited)
-                wait_seconds.add_metric(labels, queue.waitSeconds)
-                gave_up.add_metric(labels, queue.gaveUp)
+                for family, (*_, field) in zip(queue_families, RUN_QUEUE_METRICS):
+                    family.add_metric(labels, getattr(status.runQueue, field))
         yield from (state, restarts, takeovers, standby_ready, driver_uptime, status_up, runs,
                     in_flight, latency, sessions, buffers, buffer_bytes, prepared, budget,
-                    session_budget, model_limit, cores, cores_in_use, queued, waited,
-                    wait_seconds, gave_up)
+                    session_budget, model_limit, *queue_families)
 
         took = GaugeMetricFamily("nnrt_devmgr_scrape_duration_seconds", "seconds this scrape "
                                  "took to read the drivers")
