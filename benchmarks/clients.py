@@ -142,7 +142,7 @@ def _ceiling_loop(session, x: np.ndarray, seconds: float, start: threading.Barri
     feed = {session.get_inputs()[0].name: x}
     for _ in range(20):  # warm up
         session.run(None, feed)
-    start.wait()
+    start.wait(timeout=60)  # a loop that failed to start breaks it for the others
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         session.run(None, feed)
@@ -172,7 +172,9 @@ def onnxruntime_ceiling(model: bytes, x: np.ndarray, seconds: float) -> list[Cei
         for worker in workers:
             worker.start()
         for worker in workers:
-            worker.join()
+            worker.join(timeout=seconds + 120)
+        if any(worker.is_alive() for worker in workers) or not all(counts):
+            sys.exit("an onnxruntime loop of the ceiling failed or hung")
         rows.append(CeilingRow(loops, threads, sum(counts) / seconds))
     return rows
 

@@ -108,15 +108,14 @@ class RunScheduler:
     @property
     def queued(self) -> int:
         with self._lock:
-            return sum(len(q) for q in self._waiting.values())
+            return self._queued_now()
 
     def stats(self) -> QueueStats | None:
         """The queue's figures now (None without a budget: nothing is ever queued)."""
         if self.slots is None:
             return None
         with self._lock:
-            return QueueStats(self.slots, self._running,
-                              sum(len(q) for q in self._waiting.values()), self._waited,
+            return QueueStats(self.slots, self._running, self._queued_now(), self._waited,
                               self._wait_s, self._gave_up)
 
     def run(self, session_id: int, cancelled: Callable[[], bool],
@@ -279,6 +278,10 @@ class RunScheduler:
             len(self._last_run) == 1 else 1
         self._running += turn.cores
         return turn
+
+    def _queued_now(self) -> int:
+        """(The lock held.)"""
+        return sum(len(q) for q in self._waiting.values())
 
     def _count_gave_up(self) -> None:
         with self._lock:

@@ -220,7 +220,7 @@ RunHandler = Callable[[Session, bytes, "float | None", Callable[[], bool]], byte
 RunEstimate = Callable[[Session, bytes], float | None]  # expected computation (s), or None
 # Hands a Run to the device's queue, whose thread calls the job (compute and answer) in the
 # session's turn; False when the run should go to a worker instead.
-RunQueue = Callable[[Session, bytes, Callable[[], None]], bool]
+QueueRun = Callable[[Session, bytes, Callable[[], None]], bool]
 
 # RunReply bytes of the refusals the channel itself answers.
 _BUSY = pb.RunReply(returnCode=NNRT_DEVICE_BUSY).SerializeToString()
@@ -470,7 +470,7 @@ class SessionChannelServer:
     def __init__(self, path: Path, registry: SessionRegistry, run_handler: RunHandler,
                  workers: int = 32, policy: ChannelPolicy | None = None,
                  estimate: RunEstimate | None = None,
-                 queue_run: RunQueue | None = None) -> None:
+                 queue_run: QueueRun | None = None) -> None:
         """`estimate(session, payload)`: how long a Run is expected to compute, None when
         it must go to a worker. One expected under QUICK_RUN_S (or SOLO_RUN_S, its session
         alone) is run by this thread itself (others wait at most that long), and only for a
