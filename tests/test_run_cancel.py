@@ -15,7 +15,7 @@ from nnrt.client import Model
 from nnrt.client.core import errors, execution
 from nnrt.client.core.compiler import compile_model
 from nnrt.client.core.device import DeviceRegistry, find_device
-from nnrt.client.core.driver import RunTicket
+from nnrt.client.core.driver import DriverClient, RunTicket
 from nnrt.client.core.execution import Binding, describe_binding
 from nnrt.client.core.prepared_model import PreparedModel
 from nnrt.common import session_channel as channel
@@ -164,6 +164,35 @@ def test_cancelling_an_awaited_run_has_the_driver_abandon_it(slow, monkeypatch):
             # the driver abandoned the run at once (not after its 5 s delay)
             assert wait_until(lambda: _abandoned(slow) > abandoned, 3.0)
             assert time.monotonic() - began < DELAY_MS / 1000
+
+
+def _driver_deadline_first(monkeypatch) -> None:
+    """The client waits 5 s past a Run's deadline, so the driver's NNRT_TIME_OUT answer reaches
+    the caller before the caller's own timer fires (a race a loaded machine's scheduler
+    sometimes decides that way)."""
+    wait = DriverClient._await
+
+    def late(self, seq, waiter, timeout, spin=0.0):
+        return wait(self, seq, waiter, None if timeout is None else timeout + 5.0, spin)
+
+    monkeypatch.setattr(DriverClient, "_await", late)
+    # and the asynchronous runtime's deadline thread leaves the late runs to their workers
+    monkeypatch.setattr(execution.AsyncRun, "expire", lambda run: None)
+
+
+def test_a_driver_timeout_answer_before_the_callers_timer_is_a_timeout(slow, monkeypatch):
+    _driver_deadline_first(monkeypatch)
+    with use_runtime(monkeypatch, slow.runtime_dir), Model() as m:
+        x = m.input([4])
+        m.outputs(m.add(x, 1.0))
+        with m.compile("cpu") as compiled, compiled.executor() as ex:
+            with pytest.raises(errors.RunTimeout) as sync_timeout:
+                ex.run(np.zeros(4, np.float32), timeout=0.2)
+            with pytest.raises(errors.RunTimeout) as async_timeout:
+                asyncio.run(ex.run_async(np.zeros(4, np.float32), timeout=0.2))
+    for raised in (sync_timeout.value, async_timeout.value):
+        assert raised.code == errors.OH_NN_TIMEOUT
+        assert "NNRT_TIME_OUT" in raised.message and "abandoned" in raised.message
 
 
 def _abandoned(driver) -> int:

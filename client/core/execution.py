@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from nnrt.common.errors import NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, code_name
+from nnrt.common.errors import (NNRT_INSUFFICIENT_BUFFER, NNRT_SUCCESS, NNRT_TIME_OUT,
+                               code_name)
 from nnrt.common.hdi_model import DATA_TYPES, hdi_format
 from nnrt.protos import hdi_types_pb2 as ht
 
@@ -115,6 +116,10 @@ def output_shapes(reply: Any, output_count: int) -> list[list[int]]:
     if reply.returnCode != NNRT_SUCCESS or not reply.outputDims:
         what = code_name(reply.returnCode) if reply.returnCode else "no output shapes"
         message = f"the driver's Run failed: {what}"
+        if reply.returnCode == NNRT_TIME_OUT:
+            # the driver abandoned the run at the deadline it was given; its answer can
+            # reach the caller before the caller's own timer fires: the same timeout
+            raise RunTimeout(f"{message}: the run's deadline passed", reason=reply.reason)
         if reply.returnCode == NNRT_INSUFFICIENT_BUFFER and len(reply.outputDims) == output_count:
             raise OutputsTooSmall(message, [list(d.values) for d in reply.outputDims],
                                   reason=reply.reason)
