@@ -13,7 +13,9 @@ simulated chip (a node whose computation took longer is counted as `late`).
 
 The queue keeps the simulated device's accounts: busy time, energy per performance mode,
 runs and their energy, and each priority's wait (from a run's arrival to its first node,
-plus any wait between its nodes).
+plus any wait between its nodes) in time and in the nodes of other runs that took the device
+meanwhile — the count says whether the priorities hold whatever the host's speed (a HIGH run
+overtaken by no node of another run waited for the node in progress alone).
 """
 
 from __future__ import annotations
@@ -44,12 +46,14 @@ class Waits:
     count: int = 0
     total: float = 0.0
     worst: float = 0.0
+    most_overtaken: int = 0  # the most nodes of other runs one run waited for
     recent: list[float] = field(default_factory=list)
 
-    def add(self, seconds: float) -> None:
+    def add(self, seconds: float, overtaken: int) -> None:
         self.count += 1
         self.total += seconds
         self.worst = max(self.worst, seconds)
+        self.most_overtaken = max(self.most_overtaken, overtaken)
         self.recent.append(seconds)
         if len(self.recent) > WAITS_KEPT:
             del self.recent[: len(self.recent) - WAITS_KEPT]
@@ -65,13 +69,15 @@ class Run:
     """One run's place in the queue: its key, its simulated node durations, its accounts."""
 
     def __init__(self, queue: DeviceQueue, rank: int, seq: int, mode: int,
-                 durations: Sequence[float]) -> None:
+                 durations: Sequence[float], grants: int) -> None:
         self.queue = queue
         self.key = (rank, seq)
         self.mode = mode
         self.durations = durations
         self.arrived = time.monotonic()
+        self.grants_seen = grants  # nodes the device had started when the run last let it go
         self.waited = 0.0
+        self.overtaken = 0  # nodes of other runs started while this one waited
         self.busy = 0.0
         self.energy = 0.0
         self.debt = 0.0  # seconds the host ran late on earlier nodes of this run
@@ -82,7 +88,7 @@ class Run:
         the rest of its simulated duration."""
         queue = self.queue
         asked = time.monotonic()
-        queue.acquire(self.key)
+        self.overtaken += queue.acquire(self.key, self.grants_seen)
         started = time.monotonic()
         self.waited += started - (self.arrived if position == 0 else asked)
         try:
@@ -102,7 +108,7 @@ class Run:
             self.debt = max(0.0, self.debt + held - duration)
             self.busy += held
             self.energy += held * queue.spec.power(self.mode)
-            queue.release(held, self.mode)
+            self.grants_seen = queue.release(held, self.mode)
 
 
 class DeviceQueue:
@@ -112,6 +118,7 @@ class DeviceQueue:
         self._cond = threading.Condition()
         self._queued: list[tuple[int, int]] = []  # keys of the admitted runs, in order
         self._held = False
+        self._grants = 0  # nodes started on the device
         self._seq = itertools.count()
         self.in_flight = 0  # runs admitted and not finished
         self.busy_seconds = 0.0
@@ -133,7 +140,8 @@ class DeviceQueue:
         whose queue holds the run's next node already."""
         with self._cond:
             self.in_flight += 1
-            run = Run(self, _RANK.get(priority, 1), next(self._seq), mode, durations)
+            run = Run(self, _RANK.get(priority, 1), next(self._seq), mode, durations,
+                      self._grants)
             bisect.insort(self._queued, run.key)
             return run
 
@@ -144,17 +152,22 @@ class DeviceQueue:
             if run.busy:  # it reached the device (an abandoned run may not have)
                 self.runs += 1
                 self.run_energy += run.energy
-                self.waits[run.key[0]].add(run.waited)
+                self.waits[run.key[0]].add(run.waited, run.overtaken)
             self._cond.notify_all()
 
-    def acquire(self, key: tuple[int, int]) -> None:
-        """Wait until the device is free and `key` is the first queued run."""
+    def acquire(self, key: tuple[int, int], since: int) -> int:
+        """Wait until the device is free and `key` is the first queued run. The nodes of
+        other runs started since the device had started `since` nodes."""
         with self._cond:
             while self._held or self._queued[0] != key:
                 self._cond.wait()
             self._held = True
+            overtaken = self._grants - since
+            self._grants += 1
+            return overtaken
 
-    def release(self, held: float, mode: int) -> None:
+    def release(self, held: float, mode: int) -> int:
+        """The device let go after a node held `held` seconds; the nodes started so far."""
         with self._cond:
             self._held = False
             self.busy_seconds += held
@@ -162,6 +175,7 @@ class DeviceQueue:
             self.energy_by_mode[mode] = (self.energy_by_mode.get(mode, 0.0)
                                          + held * self.spec.power(mode))
             self._cond.notify_all()
+            return self._grants
 
     def status(self) -> dict[str, str]:
         """The simulated device's accounts, for the admin status (`nnrt devices --json`)."""
@@ -190,4 +204,5 @@ class DeviceQueue:
                     out[f"sim_wait_{name}_p50_ms"] = f"{w.percentile(0.5) * 1e3:.3f}"
                     out[f"sim_wait_{name}_p99_ms"] = f"{w.percentile(0.99) * 1e3:.3f}"
                     out[f"sim_wait_{name}_max_ms"] = f"{w.worst * 1e3:.3f}"
+                    out[f"sim_wait_{name}_max_nodes"] = str(w.most_overtaken)
             return out
