@@ -339,9 +339,13 @@ def test_a_dynamic_batch_takes_time_by_its_size(npu):
     b.node(na.NODE_TYPE_FULL_CONNECTION, [x, b.constant("w", w)], [y], na.FullConnection())
     b.mark_outputs(y)
     model_id = b.prepare(npu, ht.ModelConfig(mode=ht.PERFORMANCE_LOW))
-    small = min(run_chain(npu, model_id, 4, 512, 4)[0])  # min: robust to a busy machine
-    large = min(run_chain(npu, model_id, 64, 512, 4)[0])
-    assert large > 4 * small  # 16x the MACs; the launch and the client's cost stay
+    # the cost model's time for each concrete batch (the static one-layer chain of that size)
+    small_s, large_s = (predicted(chain(1, 512, n), ht.PERFORMANCE_LOW) for n in (4, 256))
+    assert large_s > 40 * small_s
+    small = min(run_chain(npu, model_id, 4, 512, 6)[0])  # min: robust to a busy machine
+    large = min(run_chain(npu, model_id, 256, 512, 3)[0])
+    assert large >= large_s  # the large batch's simulated time, honoured
+    assert small < large_s  # and not charged to the small one (a busy machine only adds)
 
 
 def test_outputs_of_a_run_are_right(npu):
