@@ -21,6 +21,7 @@ from nnrt.client.core.prepared_model import PreparedModel
 from nnrt.common import session_channel as channel
 from nnrt.common.errors import NNRT_INVALID_PARAMETER, NNRT_SUCCESS, NNRT_TIME_OUT
 from nnrt.common.hdi_model import IODesc, LoweredModel
+from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_types_pb2 as ht
 from tests.capi.util_capi import use_runtime
 from tests.conftest import start_driver, wait_until
@@ -181,18 +182,41 @@ def _driver_deadline_first(monkeypatch) -> None:
 
 
 def test_a_driver_timeout_answer_before_the_callers_timer_is_a_timeout(slow, monkeypatch):
+    """However the race between the driver's NNRT_TIME_OUT answer and the caller's own timer
+    ends, the caller sees its timeout: TimeoutError from the HDI client, RunTimeout
+    (OH_NN_TIMEOUT) from a synchronous and an asynchronous run — at the deadline, not at the
+    caller's late timer."""
     _driver_deadline_first(monkeypatch)
+    abandoned = _abandoned(slow)
+    with slow.client() as client:
+        model_id, x, y = _add(client)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=0.2)
+        assert time.monotonic() - started < 4.0
+        x.close(), y.close()
     with use_runtime(monkeypatch, slow.runtime_dir), Model() as m:
         x = m.input([4])
         m.outputs(m.add(x, 1.0))
         with m.compile("cpu") as compiled, compiled.executor() as ex:
+            started = time.monotonic()
             with pytest.raises(errors.RunTimeout) as sync_timeout:
                 ex.run(np.zeros(4, np.float32), timeout=0.2)
             with pytest.raises(errors.RunTimeout) as async_timeout:
                 asyncio.run(ex.run_async(np.zeros(4, np.float32), timeout=0.2))
+            assert time.monotonic() - started < 8.0
     for raised in (sync_timeout.value, async_timeout.value):
         assert raised.code == errors.OH_NN_TIMEOUT
-        assert "NNRT_TIME_OUT" in raised.message and "abandoned" in raised.message
+    assert wait_until(lambda: _abandoned(slow) >= abandoned + 3, 5.0)
+
+
+def test_a_timeout_reply_is_a_run_timeout():
+    """A Run reply saying the driver abandoned the run (NNRT_TIME_OUT) reaching the core
+    without the HDI client's TimeoutError (the deprecated synchronous path) is OH_NN_TIMEOUT,
+    not a device failure."""
+    with pytest.raises(errors.RunTimeout) as raised:
+        execution.output_shapes(pb.RunReply(returnCode=NNRT_TIME_OUT, reason="abandoned"), 1)
+    assert raised.value.code == errors.OH_NN_TIMEOUT and "abandoned" in raised.value.message
 
 
 def _abandoned(driver) -> int:

@@ -57,7 +57,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
 from nnrt.common import session_channel as channel
 from nnrt.common.cpus import usable_cores
-from nnrt.common.errors import NNRT_SUCCESS, code_name
+from nnrt.common.errors import NNRT_SUCCESS, NNRT_TIME_OUT, code_name
 
 from .buffer import SharedMemory
 from .errors import DriverGone, UntrustedDriver
@@ -250,6 +250,18 @@ class RunTicket:
         except DriverGone:
             pass  # the driver is gone, and the run with it
 
+
+
+def _unless_past_deadline(reply: pb.RunReply, timeout: float | None,
+                          ticket: RunTicket | None) -> pb.RunReply:
+    """A Run's reply, or TimeoutError when it says the driver abandoned the run at the
+    deadline it was given: that answer can reach the caller before the caller's own timer
+    fires (a loaded machine), and the caller sees the same timeout either way. A run
+    cancelled through its ticket keeps its reply (its caller asked for that answer)."""
+    if timeout is not None and reply.returnCode == NNRT_TIME_OUT and \
+            not (ticket is not None and ticket.cancelled):
+        raise TimeoutError(f"Run exceeded {timeout} s (the driver abandoned it at that deadline)")
+    return reply
 
 class DriverClient:
     """A session with one driver. Thread-safe."""
@@ -749,7 +761,7 @@ class DriverClient:
             self._polled_models.add(model_id)
         else:
             self._polled_models.discard(model_id)
-        return pb.RunReply.FromString(waiter.reply)
+        return _unless_past_deadline(pb.RunReply.FromString(waiter.reply), timeout, ticket)
 
     def cancel_run(self, seq: int) -> bool:
         """Have the driver abandon the Run `seq` of this session (True when it was in flight
@@ -764,10 +776,11 @@ class DriverClient:
         """Run through the gRPC IPreparedModel service; `timeout` is the gRPC deadline. A
         `ticket` does not cancel it (a cancelled gRPC call would not say when the driver is
         done with the buffers): such a run ends at its end or its deadline."""
-        return self._call(self.prepared.Run,
-                          pb.RunRequest(preparedModelId=model_id, inputs=_messages(inputs),
-                                        outputs=_messages(outputs)),
-                          timeout)
+        reply = self._call(self.prepared.Run,
+                           pb.RunRequest(preparedModelId=model_id, inputs=_messages(inputs),
+                                         outputs=_messages(outputs)),
+                           timeout)
+        return _unless_past_deadline(reply, timeout, ticket)
 
     def release_prepared_model(self, model_id: int) -> pb.ReturnCodeReply:
         return self._call(self.prepared.ReleasePreparedModel,
