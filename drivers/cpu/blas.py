@@ -185,3 +185,44 @@ def _load() -> _Blas | None:
 
 
 _BLAS = _load()
+
+# OpenBLAS's thread-count calls, most likely first (numpy's wheels: scipy-openblas, 64-bit).
+_THREAD_CALLS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
+                 ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
+                 ("openblas_set_num_threads", "openblas_get_num_threads"))
+
+
+def _thread_calls() -> tuple[object, object] | None:
+    """(set, get) of the thread count of the OpenBLAS numpy loaded, or None."""
+    for path in _candidate_paths():
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for set_name, get_name in _THREAD_CALLS:
+            try:
+                set_threads, get_threads = getattr(library, set_name), getattr(library, get_name)
+            except AttributeError:
+                continue
+            set_threads.argtypes, set_threads.restype = [ctypes.c_int], None
+            get_threads.argtypes, get_threads.restype = [], ctypes.c_int
+            return set_threads, get_threads
+    return None
+
+
+def threads() -> int | None:
+    """How many threads numpy's BLAS computes on; None where it cannot say (not OpenBLAS)."""
+    calls = _thread_calls()
+    return None if calls is None else int(calls[1]())
+
+
+def limit_threads(count: int) -> int | None:
+    """Have numpy's BLAS compute on at most `count` threads from now on (every later GEMM of
+    this process); the count it uses then, or None where the library offers no such call."""
+    calls = _thread_calls()
+    if calls is None:
+        return None
+    set_threads, get_threads = calls
+    if get_threads() > count:
+        set_threads(count)
+    return int(get_threads())

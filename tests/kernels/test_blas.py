@@ -191,3 +191,20 @@ def test_dimensions_beyond_the_librarys_integers_are_not_passed(monkeypatch) -> 
     expected = c + reference(a, b)
     blas.gemm(a, b, c, accumulate=True)  # numpy does it
     np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.multiprocess
+def test_limit_threads_caps_numpys_blas_in_its_process() -> None:
+    """In a process of its own (the cap lasts for the process): numpy's OpenBLAS starts with
+    OPENBLAS_NUM_THREADS=2, is capped to 1 and computes the same product after; a cap above
+    what it uses changes nothing."""
+    code = ("from nnrt.drivers.cpu import blas; import numpy as np; "
+            "a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) % 7; "
+            "before = blas.threads(); above = blas.limit_threads(8); "
+            "capped = blas.limit_threads(1); "
+            "print(before, above, capped, blas.threads(), np.array_equal(a @ a, "
+            "np.einsum('ik,kj->ij', a.astype(np.float64), a).astype(np.float32)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "OPENBLAS_NUM_THREADS": "2"},
+                            check=True)
+    assert result.stdout.split() == ["2", "2", "1", "1", "True"], result.stdout
