@@ -31,7 +31,7 @@ from tests.helpers.channel_load import FLOODER, ROOT, Steady, rss_mb
 LOAD_PROCESSES = 4
 SESSIONS_PER_PROCESS = 50
 RUNS_PER_SESSION = 40
-FLOOD = 50000  # Runs the flooder sends without waiting (enough to outlast 200 prepares)
+FLOOD = 50000  # Runs the flooder sends without waiting at least (and on until told to stop)
 
 LOAD_CLIENT = textwrap.dedent("""
     import json, sys, threading, time
@@ -124,38 +124,48 @@ def test_200_concurrent_clients_and_a_flood_a_well_behaved_client_never_fails(dr
         time.sleep(0.2)
         rss_before = rss_mb(driver.pid)
         fds_before, maps_before, threads_before = _baseline(driver)
-        go = tmp_path / "go"
+        go, stop = tmp_path / "go", tmp_path / "stop"
         loaders = [subprocess.Popen(
             [sys.executable, "-c", LOAD_CLIENT, str(driver.runtime_dir), driver.name,
              str(SESSIONS_PER_PROCESS), str(RUNS_PER_SESSION), str(go)],
             cwd=ROOT, stdout=subprocess.PIPE, text=True) for _ in range(LOAD_PROCESSES)]
         # The flooder starts with them: it floods while they open their sessions and while
-        # they run (checked below: all of them open at once, and the flood still going).
+        # they run, until they are done (checked below: all of them open at once, and the
+        # flood still going unless the driver dropped the flooder).
         flooder = subprocess.Popen(
-            [sys.executable, "-c", FLOODER, str(driver.runtime_dir), driver.name, str(FLOOD)],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+            [sys.executable, "-c", FLOODER, str(driver.runtime_dir), driver.name, str(FLOOD),
+             str(stop)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
         total = LOAD_PROCESSES * SESSIONS_PER_PROCESS
         try:
             for loader in loaders:  # every session open, none running yet
                 assert loader.stdout.readline().strip() == "ready", loader.poll()
             runs_before = steady.runs
             go.touch()
-            rss_peak, most_sessions = rss_before, 0
+            rss_peak, most_sessions, most_flooding = rss_before, 0, 0
             while any(p.poll() is None for p in (*loaders, flooder)):
                 rss_peak = max(rss_peak, rss_mb(driver.pid))
-                if all(p.poll() is None for p in (*loaders, flooder)):
-                    most_sessions = max(most_sessions, _sessions(driver))
+                if all(p.poll() is None for p in loaders):
+                    sessions = _sessions(driver)
+                    most_sessions = max(most_sessions, sessions)
+                    if flooder.poll() is None:
+                        most_flooding = max(most_flooding, sessions)
+                else:
+                    stop.touch()  # the flood ends with the loaders
                 time.sleep(0.05)
             results = [json.loads(loader.stdout.read()) for loader in loaders]
             flood = json.loads(flooder.stdout.read())
         finally:
+            stop.touch()
             for proc in (*loaders, flooder):
                 if proc.poll() is None:
                     proc.kill()
                 proc.wait(10)
 
-        # All at once: the 200 sessions, Steady's and the flooder's, while everyone ran.
-        assert most_sessions == total + 2, most_sessions
+        # All at once: the 200 sessions, Steady's and the flooder's, while everyone ran (the
+        # flooder's unless the driver dropped it for not reading its replies, said below).
+        dropped = bool(flood["unanswered"]) or not flood["alive"]
+        assert most_sessions >= total + 1, most_sessions
+        assert dropped or most_flooding == total + 2, (most_sessions, most_flooding, flood)
         # Every one of the 200 well-behaved sessions' runs correct (one at a time each:
         # never over the per-session cap, so never busy)...
         assert sum(r["sessions"] for r in results) == total
@@ -166,7 +176,7 @@ def test_200_concurrent_clients_and_a_flood_a_well_behaved_client_never_fails(dr
         codes = {int(k): v for k, v in flood["codes"].items()}
         assert set(codes) <= {NNRT_SUCCESS, NNRT_DEVICE_BUSY}, codes
         assert codes.get(NNRT_DEVICE_BUSY, 0) > 0, flood
-        if flood["unanswered"] or not flood["alive"]:
+        if dropped:
             assert "dropped: it does not read its replies" in driver.log(), flood
         # ... and the well-behaved client ran throughout, never failing.
         assert steady.runs > runs_before + 10

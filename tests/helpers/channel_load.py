@@ -105,8 +105,13 @@ FLOODER = textwrap.dedent("""
 
     collector = threading.Thread(target=collect)
     collector.start()
+    # argv[3] Runs, and on while the file argv[4] (when given) does not exist, up to 8x that
+    least = int(sys.argv[3])
+    until = Path(sys.argv[4]) if len(sys.argv) > 4 else None
     count = 0
-    for _ in range(int(sys.argv[3])):
+    for _ in range(8 * least if until is not None else least):
+        if count >= least and (until is None or count % 256 == 0 and until.exists()):
+            break
         seq = next(client._seq)
         waiter = _Waiter()
         client._waiters[seq] = waiter
