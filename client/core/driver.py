@@ -251,7 +251,6 @@ class RunTicket:
             pass  # the driver is gone, and the run with it
 
 
-
 def _unless_past_deadline(reply: pb.RunReply, timeout: float | None,
                           ticket: RunTicket | None) -> pb.RunReply:
     """A Run's reply, or TimeoutError when it says the driver abandoned the run at the
@@ -262,6 +261,7 @@ def _unless_past_deadline(reply: pb.RunReply, timeout: float | None,
             not (ticket is not None and ticket.cancelled):
         raise TimeoutError(f"Run exceeded {timeout} s (the driver abandoned it at that deadline)")
     return reply
+
 
 class DriverClient:
     """A session with one driver. Thread-safe."""

@@ -19,6 +19,9 @@ accumulate is numpy's own `np.matmul`.
 
 Only numpy arrays go in, and the leading dimensions passed to BLAS are taken from their
 strides, so BLAS reads and writes nothing outside them.
+
+`limit_threads` caps the threads that library computes on for the rest of the process
+(OpenBLAS's own call; the accelerator simulator computes on one, drivers/accel/device.py).
 """
 
 from __future__ import annotations
