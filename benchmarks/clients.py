@@ -3,9 +3,10 @@
 1, 2, 4 and 8 client processes (Pythonic API, each its own compiled model and session) run
 the same small CNN back to back for `--seconds`, all starting together: `nnrt.client.zoo`
 resnet on a 1x96x96x3 image, ~1.2 ms a run for one client on 2 vCPUs — the ~1 ms model the
-issue sets (`--size 32`, the default of earlier sessions, now runs in ~0.3 ms). For each count: the aggregate runs per
-second and its ratio to one client, each client's p99 latency, and the worst client's p99
-over the median client's p99 (fairness: no client starved).
+issue sets (`--size 32`, the default of earlier sessions, now runs in ~0.3 ms). For each
+count: the aggregate runs per second and its ratio to one client, each client's p99
+latency, and the worst client's p99 over the median client's p99 (fairness: no client
+starved).
 
 Targets (issue "The CPU driver at onnxruntime speed"), on a 2-vCPU machine: 8 clients
 >= 1.6x the throughput of one; no client's p99 above 3x the median client's p99.

@@ -228,8 +228,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
 PROCESS_FIXTURES = frozenset({
     "driver", "shared_driver", "cpu_runtime", "devmgrs", "accel", "accel_driver",
     "broken_drivers", "drivers", "feature", "feature_driver", "gpu_driver", "injecting_driver",
-    "kinds", "slow_chip_driver", "slow_driver", "slow_rt", "small_driver", "two_cpu_drivers",
-    "two_drivers",
+    "kinds", "slow_driver", "slow_rt", "small_driver", "two_cpu_drivers", "two_drivers",
 })
 _spawned: list[object] = []
 _popen_init = subprocess.Popen.__init__

@@ -116,10 +116,9 @@ def output_shapes(reply: Any, output_count: int) -> list[list[int]]:
     if reply.returnCode != NNRT_SUCCESS or not reply.outputDims:
         what = code_name(reply.returnCode) if reply.returnCode else "no output shapes"
         message = f"the driver's Run failed: {what}"
-        if reply.returnCode == NNRT_TIME_OUT:
-            # the driver abandoned the run at the deadline it was given; its answer can
-            # reach the caller before the caller's own timer fires: the same timeout
-            raise RunTimeout(f"{message}: the run's deadline passed", reason=reply.reason)
+        if reply.returnCode == NNRT_TIME_OUT:  # the driver abandoned the run: not a failure
+            # of the device (a deadline the HDI client already turned into TimeoutError)
+            raise RunTimeout(f"{message}: the driver abandoned the run", reason=reply.reason)
         if reply.returnCode == NNRT_INSUFFICIENT_BUFFER and len(reply.outputDims) == output_count:
             raise OutputsTooSmall(message, [list(d.values) for d in reply.outputDims],
                                   reason=reply.reason)

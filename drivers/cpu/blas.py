@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -77,12 +78,17 @@ def _candidate_paths() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def _find() -> _Blas | None:
+def _libraries() -> Iterator[tuple[str, ctypes.CDLL]]:
+    """The candidate libraries that load, with their paths."""
     for path in _candidate_paths():
         try:
-            library = ctypes.CDLL(path)
+            yield path, ctypes.CDLL(path)
         except OSError:
             continue
+
+
+def _find() -> _Blas | None:
+    for path, library in _libraries():
         for prefix, suffix, int_type in _NAMINGS:
             try:
                 sgemm = getattr(library, f"{prefix}sgemm{suffix}")
@@ -197,11 +203,7 @@ _THREAD_CALLS = (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_t
 
 def _thread_calls() -> tuple[object, object] | None:
     """(set, get) of the thread count of the OpenBLAS numpy loaded, or None."""
-    for path in _candidate_paths():
-        try:
-            library = ctypes.CDLL(path)
-        except OSError:
-            continue
+    for _, library in _libraries():
         for set_name, get_name in _THREAD_CALLS:
             try:
                 set_threads, get_threads = getattr(library, set_name), getattr(library, get_name)

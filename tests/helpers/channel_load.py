@@ -110,7 +110,7 @@ FLOODER = textwrap.dedent("""
     until = Path(sys.argv[4]) if len(sys.argv) > 4 else None
     count = 0
     for _ in range(8 * least if until is not None else least):
-        if count >= least and (until is None or count % 256 == 0 and until.exists()):
+        if until is not None and count >= least and count % 256 == 0 and until.exists():
             break
         seq = next(client._seq)
         waiter = _Waiter()
