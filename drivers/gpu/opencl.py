@@ -74,6 +74,52 @@ class FoundDevice:
                 f"({kind}, platform {self.platform.name.strip()!r}, "
                 f"{self.device.global_mem_size >> 20} MiB)")
 
+    def build_error(self) -> str | None:
+        """Why this device's OpenCL C compiler cannot build a trivial kernel, or None. A
+        device can be listed yet unable to compile: the PoCL in pyopencl's wheel (LLVM 14)
+        does not know CPUs newer than its LLVM (an AMD Zen 5 becomes target CPU 'generic',
+        which clang refuses), so every prepare would fail."""
+        return _build_errors.get(self)
+
+
+class _BuildProbe:
+    """One probe build per device per process (a context and a one-line kernel: ~10 ms)."""
+
+    def __init__(self) -> None:
+        self._results: dict[tuple[int, int], str | None] = {}
+        self._lock = threading.Lock()
+
+    def get(self, found: FoundDevice) -> str | None:
+        key = (found.platform_index, found.device_index)
+        with self._lock:
+            if key not in self._results:
+                self._results[key] = self._probe(found.device)
+            return self._results[key]
+
+    @staticmethod
+    def _probe(device: cl.Device) -> str | None:
+        try:
+            context = cl.Context([device])
+            program = cl.Program(context, "__kernel void probe(__global float *a) "
+                                          "{ a[get_global_id(0)] += 1.0f; }")
+        except cl.Error as exc:
+            return f"no context: {exc}"
+        try:
+            program.build()
+        except cl.Error as exc:
+            try:
+                build_log = program.get_build_info(device, cl.program_build_info.LOG)
+            except cl.Error:
+                build_log = ""
+            lines = [line.strip() for line in f"{build_log}\n{exc}".splitlines()
+                     if line.strip()]
+            return next((line for line in lines if "error" in line.lower()),
+                        lines[0] if lines else type(exc).__name__)[:300]
+        return None
+
+
+_build_errors = _BuildProbe()
+
 
 def found_devices() -> list[FoundDevice]:
     """Every OpenCL device of every platform the ICD loader finds, in index order."""
@@ -94,27 +140,39 @@ def found_devices() -> list[FoundDevice]:
 
 def choose_device(choice: str) -> FoundDevice:
     """The device `--cl-device` names: `gpu` (the first of type GPU), `any` (the first of
-    any type) or `P:D` (platform and device index)."""
+    any type) or `P:D` (platform and device index); `gpu` and `any` pass over devices whose
+    compiler cannot build a kernel (logged), `P:D` names one that must."""
     found = found_devices()
     listing = ("; ".join(f.describe() for f in found) if found
                else "none (no OpenCL platform: is an ICD installed in /etc/OpenCL/vendors "
                     "or named by OCL_ICD_VENDORS?)")
     hint = (f"OpenCL devices found: {listing}. Pick one with --cl-device P:D, or "
             f"--cl-device any for any type (PoCL's CPU device included)")
-    if choice == "gpu":
-        gpus = [f for f in found if f.is_gpu]
-        if not gpus:
-            raise DeviceChoiceError(f"no OpenCL device of type GPU. {hint}")
-        return gpus[0]
-    if choice == "any":
-        if not found:
-            raise DeviceChoiceError(f"no OpenCL device. {hint}")
-        return found[0]
+    if choice in ("gpu", "any"):
+        candidates = [f for f in found if f.is_gpu or choice == "any"]
+        if not candidates:
+            raise DeviceChoiceError(f"no OpenCL device{' of type GPU' if choice == 'gpu' else ''}"
+                                    f". {hint}")
+        refused = []
+        for f in candidates:
+            error = f.build_error()
+            if error is None:
+                for skipped in refused:
+                    log.warning("OpenCL device %s skipped: %s", *skipped)
+                return f
+            refused.append((f.describe(), f"it cannot build a kernel ({error})"))
+        raise DeviceChoiceError(
+            f"no OpenCL device{' of type GPU' if choice == 'gpu' else ''} can build a "
+            f"kernel: {'; '.join(f'{d}: {why}' for d, why in refused)}. {hint}")
     platform, sep, device = choice.partition(":")
     if not (sep and platform.isdigit() and device.isdigit()):
         raise DeviceChoiceError(f"--cl-device {choice!r} is not gpu, any or P:D. {hint}")
     for f in found:
         if (f.platform_index, f.device_index) == (int(platform), int(device)):
+            error = f.build_error()
+            if error is not None:
+                raise DeviceChoiceError(f"OpenCL device {f.describe()} cannot build a kernel "
+                                        f"({error}). {hint}")
             return f
     raise DeviceChoiceError(f"no OpenCL device {choice}. {hint}")
 

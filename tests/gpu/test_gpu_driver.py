@@ -13,7 +13,8 @@ import pyopencl._cl as _cl
 import pytest
 
 from nnrt.common.hdi_model import HdiModelBuilder
-from nnrt.drivers.gpu.opencl import cl_error, found_devices
+from nnrt.drivers.gpu import opencl
+from nnrt.drivers.gpu.opencl import choose_device, cl_error, found_devices
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.errors import (NNRT_DEVICE_ERROR, NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, NNRT_NOT_SUPPORT, NNRT_OUT_OF_MEMORY,
@@ -65,6 +66,32 @@ def test_the_default_needs_a_gpu_and_says_how_to_pick_another(tmp_path):
 
 
 @pytest.mark.multiprocess
+def test_devices_that_cannot_build_a_kernel_are_not_served(tmp_path, monkeypatch):
+    """A compiler that fails on every kernel (here: PoCL given a build flag it refuses; in
+    the field: pyopencl's PoCL on a CPU newer than its LLVM) is said at start, exit 1."""
+    monkeypatch.setenv("POCL_EXTRA_BUILD_FLAGS", "-fno-such-flag")
+    done = driver_exit("--cl-device", "any", "--runtime-dir", str(tmp_path))
+    assert done.returncode == 1
+    assert "can build a kernel" in done.stderr and "-fno-such-flag" in done.stderr
+    done = driver_exit("--cl-device", "0:0", "--runtime-dir", str(tmp_path))
+    assert done.returncode == 1 and "0:0" in done.stderr and "cannot build a kernel" in done.stderr
+
+
+def test_any_passes_over_a_device_that_cannot_build(monkeypatch, caplog):
+    found = found_devices()
+    first = found[0]
+    monkeypatch.setitem(opencl._build_errors._results,
+                        (first.platform_index, first.device_index), "error: refused")
+    working = [f for f in found[1:] if f.build_error() is None]
+    if not working:
+        with pytest.raises(opencl.DeviceChoiceError, match="error: refused"):
+            choose_device("any")
+        return
+    assert choose_device("any") == working[0]
+    assert "skipped: it cannot build a kernel (error: refused)" in caplog.text
+
+
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("args", [("--cl-device", "gpu0"), ("--cl-device", "1:"),
                                   ("--cl-device", ":1")])
 def test_a_malformed_choice_exits_1(tmp_path, args):
@@ -82,7 +109,7 @@ def test_gpu_options_belong_to_the_gpu_driver(tmp_path):
 
 
 def test_identity_comes_from_the_opencl_device(gpu, gpu_driver):
-    device = next(f for f in found_devices())  # what --cl-device any picks
+    device = choose_device("any")
     assert gpu.get_device_type().deviceType == ht.GPU
     assert gpu.get_device_name().name == device.device.name.strip()
     assert gpu.get_vendor_name().name == device.device.vendor.strip()
@@ -91,7 +118,7 @@ def test_identity_comes_from_the_opencl_device(gpu, gpu_driver):
     assert not gpu.is_float16_precision_supported().isSupported  # no half kernels (see device.py)
     details = admin_details(gpu_driver)
     assert details["opencl_device"] == device.device.name.strip()
-    assert details["opencl_device_index"] == "0:0"
+    assert details["opencl_device_index"] == f"{device.platform_index}:{device.device_index}"
     assert int(details["global_memory_mib"]) == device.device.global_mem_size >> 20
     assert details["opencl_driver_version"] == device.device.driver_version.strip()
 
@@ -161,7 +188,7 @@ def gpu_blobs(gpu):
 
 def _platform() -> bytes:
     """The name of the OpenCL platform --cl-device any picks (part of a cache's identity)."""
-    return found_devices()[0].platform.name.strip().encode()
+    return choose_device("any").platform.name.strip().encode()
 
 
 @pytest.mark.parametrize("damage", [
