@@ -86,6 +86,7 @@ _SHOWN_DETAILS = (("opencl_platform", "platform {}"), ("opencl_device", "device 
                   ("sim_utilisation", "utilisation {}"),
                   ("engine", "engine {}"), ("threads", "{} threads"),
                   ("concurrent_runs", "{} run(s) at once"),
+                  ("int8_kernels", "int8 kernels {}"),
                   ("nodes_onnxruntime", "{} nodes on onnxruntime"),
                   ("nodes_numpy", "{} on numpy"))
 

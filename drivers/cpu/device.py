@@ -184,7 +184,8 @@ class CpuDevice(Device):
     device_type = ht.CPU
     capabilities = Capabilities(float16=True, dynamic_input=True, model_cache=True)
 
-    def __init__(self, engine: str = "ort", threads: int | None = None) -> None:
+    def __init__(self, engine: str = "ort", threads: int | None = None,
+                 int8_kernels: str | None = None) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
         if engine == "ort" and not onnxruntime_importable():
@@ -193,10 +194,13 @@ class CpuDevice(Device):
             engine = "numpy"
         self.engine = engine
         self.threads = None
+        self.int8_kernels = None
         if engine == "ort":
             from nnrt.drivers.cpu.ort import engine as ort_engine
+            from nnrt.drivers.cpu.ort import int8_kernels as ort_int8
 
             self.threads = ort_engine.configure_threads(threads)
+            self.int8_kernels = ort_int8.configure(int8_kernels)
             # One run per core at once (the host queues the rest, sessions in turn); a run
             # alone has them all (`--threads`), runs that share them one thread each
             # (server/run_scheduler.py `granted_cores`): oversubscribed cores made 8 clients
@@ -225,6 +229,7 @@ class CpuDevice(Device):
             details["threads"] = str(self.threads)
             details["concurrent_runs"] = str(self.concurrent_runs)
             details["nodes_onnxruntime"] = str(ort_nodes)
+            details["int8_kernels"] = self.int8_kernels.describe()
         details["nodes_numpy"] = str(numpy_nodes)
         return details
 
