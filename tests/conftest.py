@@ -24,7 +24,41 @@ from nnrt.common.runtime_dir import grpc_socket, session_socket
 os.environ["NNRT_NO_EMBEDDED"] = "1"
 
 START_TIMEOUT = 20.0
-STOP_TIMEOUT = 15.0
+STOP_TIMEOUT = 15.0  # past it, a stop is waited for only while the driver still progresses
+STOP_CAP = 120.0  # and never longer than this
+
+
+def cpu_ticks(pid: int) -> int | None:
+    """utime + stime of a process (clock ticks), None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[11]) + int(fields[12])
+
+
+def wait_while_progressing(proc: subprocess.Popen, timeout: float,
+                           cap: float = STOP_CAP, quiet_s: float = 5.0) -> int:
+    """Wait for `proc` to exit: `timeout` seconds, then for as long as it keeps computing
+    (its CPU time grew in the last `quiet_s`), up to `cap`. On a busy machine a driver's
+    clean stop can outlast a fixed guess while doing exactly what it should; one that sits
+    idle without exiting is stuck (subprocess.TimeoutExpired)."""
+    started = time.monotonic()
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    last, last_change = cpu_ticks(proc.pid), time.monotonic()
+    while time.monotonic() - started < cap:
+        try:
+            return proc.wait(0.5)
+        except subprocess.TimeoutExpired:
+            ticks = cpu_ticks(proc.pid)
+            if ticks != last:
+                last, last_change = ticks, time.monotonic()
+            elif time.monotonic() - last_change > quiet_s:
+                break
+    raise subprocess.TimeoutExpired(proc.args, time.monotonic() - started)
 
 
 @dataclass
@@ -56,7 +90,7 @@ class RunningDriver:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
-            return self.proc.wait(timeout)
+            return wait_while_progressing(self.proc, timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)

@@ -25,7 +25,7 @@ from nnrt.common.runtime_dir import (
     session_socket,
 )
 
-from tests.conftest import start_driver, wait_until
+from tests.conftest import start_driver, wait_until, wait_while_progressing
 
 
 def test_the_lock_protocol_in_one_process(runtime_dir):
@@ -127,3 +127,21 @@ def test_a_clean_stop_removes_the_lock_a_kill_leaves_a_stale_one(runtime_dir):
     # a stale lock file is removable, the cleanup's way
     path.write_text("12345\n")
     assert remove_stale_lock(path) and not path.exists()
+
+
+@pytest.mark.multiprocess
+def test_a_stop_is_waited_for_while_the_process_progresses():
+    """The tests' stop wait (conftest.wait_while_progressing): a process still computing past
+    the first bound is waited for; one sitting idle is reported stuck, within a bound."""
+    busy = subprocess.Popen([sys.executable, "-c",
+                             "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 3: pass"])
+    assert wait_while_progressing(busy, timeout=0.5, cap=30, quiet_s=2) == 0
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = time.monotonic()
+        with pytest.raises(subprocess.TimeoutExpired):
+            wait_while_progressing(idle, timeout=0.5, cap=30, quiet_s=2)
+        assert time.monotonic() - started < 15
+    finally:
+        idle.kill()
+        idle.wait(5)
