@@ -11,6 +11,7 @@ import ipaddress
 import sys
 from pathlib import Path
 
+CHILD_CWD = "/"  # where nnrt's own child processes (drivers, the device manager) start
 DEFAULT_PORT = 9720  # the metrics endpoint's
 DEFAULT_HOST = "127.0.0.1"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -61,9 +62,19 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, port
 
 
+def module_argv(module: str) -> list[str]:
+    """The command that runs nnrt's `module` (`python -m`) in a child process: with `-P`, so
+    that neither the caller's working directory nor a script's directory comes first on
+    `sys.path` (`-m` puts the cwd there: an `argparse.py` planted where the application runs
+    would run inside the driver). PYTHONPATH and the site packages (an editable install
+    included) still apply: they are the installation's, not the working directory's. Run it
+    with `cwd=CHILD_CWD` too, so that nothing relative resolves in the caller's directory."""
+    return [sys.executable, "-P", "-m", module]
+
+
 def devmgr_argv(args: argparse.Namespace, log_level: str) -> list[str]:
     """The command that runs the device manager `args` (parsed by add_arguments) describe."""
-    argv = [sys.executable, "-m", "nnrt.server.devmgr", "--log-level", log_level]
+    argv = [*module_argv("nnrt.server.devmgr"), "--log-level", log_level]
     if args.config is not None:
         argv += ["--config", str(args.config)]
     if args.runtime_dir is not None:

@@ -1,7 +1,20 @@
 """`nnrt.admin.v1.NnrtAdmin` (protos/admin.proto): status and runtime fault injection.
 
-Served by every driver on its gRPC socket beside the HDI services. Neither method needs a
-session: the socket's mode (0660) is the access control, as for the device queries.
+Served by every driver on its gRPC socket beside the HDI services. gRPC on a Unix socket
+does not tell a servicer who calls (the peer is "unix:"), so a caller is known by the
+session it names: the `nnrt-session` metadata of a session it opened on the session channel,
+whose peer uid the kernel gave at connect (SO_PEERCRED; the channel's `--allow-uid` /
+`--allow-gid` check at that door). The uid policy, as on the device manager's control socket:
+
+* root and the driver's own user (a session of theirs): everything, SetFaults included;
+* another uid with a session: GetStatus shows the peer pids of its own sessions only (the
+  others' sessions are listed with their figures, peer pid 0); SetFaults refused
+  (HDF_ERR_NOPERM) on a driver started with `--allow-uid` / `--allow-gid`;
+* no session (a plain call): on a driver started with `--allow-uid` / `--allow-gid`, both
+  refused with HDF_ERR_NOPERM and a log line (one in 100 while they keep coming); on an
+  unrestricted driver, which serves anyone who may open its 0660 socket alike, the socket's
+  mode stays the access control (everything shown; fault injection is off unless the
+  driver was started with it).
 
 * `GetStatus`: the driver's identity, pid and uptime, its Run counters and the latency
   histogram of its completed runs (server/stats.py), every open session with the buffers,
@@ -32,7 +45,8 @@ from nnrt.common.errors import HDF_ERR_INVALID_PARAM, HDF_ERR_NOPERM, NNRT_FAILE
 from nnrt.common.faults import faults_from_proto, faults_to_proto
 from nnrt.server.faults import FaultInjection
 from nnrt.server.run_scheduler import RunScheduler
-from nnrt.server.sessions import SessionRegistry
+from nnrt.common.session_channel import METADATA_KEY
+from nnrt.server.sessions import ChannelPolicy, Session, SessionRegistry
 from nnrt.server.stats import LATENCY_BUCKETS, RunStats
 
 log = logging.getLogger(__name__)
@@ -43,8 +57,11 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["NnrtAdmin"].full_name
 class AdminServicer(rpc.NnrtAdminServicer):
     def __init__(self, device: Device, name: str, sessions: SessionRegistry,
                  faults: FaultInjection, stats: RunStats, started: float | None = None,
-                 scheduler: RunScheduler | None = None) -> None:
+                 scheduler: RunScheduler | None = None,
+                 policy: ChannelPolicy | None = None) -> None:
         self.device = device
+        self.policy = policy or ChannelPolicy()  # who may open sessions: --allow-uid/-gid
+        self._refusals = 0  # calls refused for want of a session (the log says some)
         self.scheduler = scheduler
         self.name = name
         self.sessions = sessions
@@ -52,14 +69,45 @@ class AdminServicer(rpc.NnrtAdminServicer):
         self.stats = stats
         self.started = time.monotonic() if started is None else started
 
+    def _caller(self, context) -> Session | None:
+        """The session the call names (its `nnrt-session` metadata), None without one."""
+        token = next((value for key, value in context.invocation_metadata()
+                      if key == METADATA_KEY), None)
+        return self.sessions.lookup(token)
+
+    @staticmethod
+    def privileged(uid: int | None) -> bool:
+        """Root and the driver's own user: they see every client and may set faults."""
+        return uid is not None and uid in (0, os.geteuid())
+
+    def _refuse_anonymous(self, method: str, reply):
+        self._refusals += 1
+        if self._refusals == 1 or self._refusals % 100 == 0:
+            log.warning("%s refused: HDF_ERR_NOPERM: no session named (this driver serves "
+                        "only --allow-uid / --allow-gid: its admin calls must carry the "
+                        "nnrt-session metadata of a session of theirs; %d refused since the "
+                        "start)", method, self._refusals)
+        return reply(returnCode=HDF_ERR_NOPERM)
+
     def GetStatus(self, request, context):
+        caller = self._caller(context)
+        if caller is None and self.policy.restricted:
+            return self._refuse_anonymous("GetStatus", pb.DriverStatus)
         try:
             runs = self.stats.snapshot()
             budget = buffers.process_budget()
             queue = self.scheduler.stats() if self.scheduler is not None else None
+            everyone = self.privileged(caller.uid) if caller is not None else True
+
+            def shown_pid(session: Session) -> int:
+                # Another user's pids are theirs: shown to root and the driver's user only.
+                if everyone or (caller is not None and session.uid == caller.uid):
+                    return session.peer_pid or 0
+                return 0
+
             sessions = [
                 pb.SessionStatus(
-                    sessionId=s.id, peerPid=s.peer_pid or 0, buffers=len(s.buffers),
+                    sessionId=s.id, peerPid=shown_pid(s), buffers=len(s.buffers),
                     bufferBytes=s.buffers.total_bytes(), preparedModels=s.prepared_count())
                 for s in sorted(self.sessions.sessions(), key=lambda s: s.id)
             ]
@@ -90,6 +138,15 @@ class AdminServicer(rpc.NnrtAdminServicer):
 
     def SetFaults(self, request, context):
         current = self.faults.faults
+        if self.policy.restricted:
+            caller = self._caller(context)
+            if caller is None:
+                return self._refuse_anonymous("SetFaults", lambda **kw: pb.FaultReply(
+                    faults=faults_to_proto(current), **kw))
+            if not self.privileged(caller.uid):
+                log.warning("SetFaults refused (session %d, uid %s): HDF_ERR_NOPERM: only root "
+                            "and uid %d may set faults", caller.id, caller.uid, os.geteuid())
+                return pb.FaultReply(returnCode=HDF_ERR_NOPERM, faults=faults_to_proto(current))
         if not self.faults.allowed:
             log.warning("SetFaults refused (%s): HDF_ERR_NOPERM: fault injection is not enabled "
                         "(start the driver with --fault-injection)", context.peer())

@@ -4,7 +4,8 @@
     nnrt devmgr --config deploy/devmgr.toml --runtime-dir /tmp/rt
 
 Each configured driver (server/devmgr_config.py) runs as its own process,
-`python -m nnrt.server <kind> --name <name> --runtime-dir <dir> <options>`, in its own
+`python -P -m nnrt.server <kind> --name <name> --runtime-dir <dir> <options>` started in `/`
+(nothing of the device manager's working directory on its `sys.path`), in its own
 session (terminal signals reach only the device manager), watched by one thread:
 
 * started, then ready once `grpc.health.v1` answers SERVING (bounded by `ready_timeout`);
@@ -68,6 +69,7 @@ Exit codes: 0 clean stop, 1 failed to start (bad configuration, ...), 2 bad usag
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import select
@@ -94,10 +96,11 @@ from nnrt.server.devmgr_config import (
     default_config_path,
     load_config,
 )
-from nnrt.common.devmgr_cli import add_arguments
+from nnrt.common.devmgr_cli import CHILD_CWD, add_arguments, module_argv
 from nnrt.common.devmgr_ctl import (ControlServer, DevmgrAlreadyRunning, DriverState, ManagerState,
                                      describe_exit)
 from nnrt.server.journal import JournalFormatter, stderr_is_journal
+from nnrt.server.sessions import ACCEPT_BACKOFF_INITIAL, ACCEPT_BACKOFF_MAX, peer_credentials
 from nnrt.common.runtime_dir import ENV as RUNTIME_DIR_ENV
 from nnrt.common.runtime_dir import (
     grpc_socket,
@@ -486,7 +489,7 @@ class DriverSupervisor:
         ("exited", code) / ("unhealthy", code) / ("not-ready", code) / ("spawn", None) /
         ("stop", None)."""
         spec, directory = self.spec, self.manager.runtime_dir
-        argv = [sys.executable, "-m", "nnrt.server", spec.kind, "--name", spec.name,
+        argv = [*module_argv("nnrt.server"), spec.kind, "--name", spec.name,
                 "--runtime-dir", str(directory), *spec.option_args()]
         self._set(state=DriverState.STARTING, identity=None)
         proc = self._promote_spare()
@@ -499,7 +502,7 @@ class DriverSupervisor:
             try:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                         env=self.manager.child_env(), start_new_session=True,
-                                        pass_fds=(lifeline,))
+                                        pass_fds=(lifeline,), cwd=CHILD_CWD)
             except OSError as exc:
                 log.error("driver %s: cannot start %s: %s", spec.name, argv[0], exc)
                 self._set(reason=f"cannot start: {exc}")
@@ -637,13 +640,13 @@ class DriverSupervisor:
         spec, directory = self.spec, self.manager.runtime_dir
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         lifeline = self.manager.lifeline_fd
-        argv = [sys.executable, "-m", "nnrt.server", spec.kind, "--name", spec.name,
+        argv = [*module_argv("nnrt.server"), spec.kind, "--name", spec.name,
                 "--runtime-dir", str(directory), *spec.option_args(),
                 "--lifeline-fd", str(lifeline), "--standby-fd", str(theirs.fileno())]
         try:
             spare = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      env=self.manager.child_env(), start_new_session=True,
-                                     pass_fds=(lifeline, theirs.fileno()))
+                                     pass_fds=(lifeline, theirs.fileno()), cwd=CHILD_CWD)
         except OSError as exc:
             ours.close()
             self._spare_failures += 1
@@ -935,7 +938,11 @@ class DeviceManager:
         self._reload_requested = False
         self._ready_sent = False
         self._last_status = ""
-        self._ctl = ControlServer(self.runtime_dir, self._handle_request)
+        self._ctl = ControlServer(self.runtime_dir, self._handle_request, peer_credentials)
+        self._ctl_failures = 0  # failed accept() calls on the control socket in a row
+        self._ctl_failing_since = 0.0
+        self._ctl_resume: float | None = None  # when the control socket is polled again
+        self._refusals = 0  # control commands refused for their uid (the log says the first)
         # The drivers' lifeline: they inherit the read end; the write end is ours alone
         # (non-inheritable), so it closes exactly when this process ends.
         self._lifeline_r, self._lifeline_w = os.pipe()
@@ -1010,6 +1017,8 @@ class DeviceManager:
                 timeout = 1.0
                 if interval is not None:
                     timeout = max(0.0, min(timeout, next_watchdog - time.monotonic()))
+                if self._ctl_resume is not None:
+                    timeout = max(0.0, min(timeout, self._ctl_resume - time.monotonic()))
                 for key, _ in selector.select(timeout):
                     if key.data == "wake":
                         try:
@@ -1018,7 +1027,10 @@ class DeviceManager:
                         except (BlockingIOError, InterruptedError):
                             pass
                     else:
-                        self._ctl.accept()
+                        self._accept_control(selector)
+                if self._ctl_resume is not None and time.monotonic() >= self._ctl_resume:
+                    self._ctl_resume = None
+                    selector.register(self._ctl, selectors.EVENT_READ, "ctl")
                 if self._stop_requested:
                     log.info("stop requested")
                     return
@@ -1031,6 +1043,32 @@ class DeviceManager:
                     next_watchdog = time.monotonic() + interval
         finally:
             selector.close()
+
+    def _accept_control(self, selector: selectors.BaseSelector) -> None:
+        """Serve the control socket's pending connections. When accept() fails for want of a
+        resource (EMFILE at the fd limit, ...) it fails again at once and a level-triggered
+        selector would spin on it: the socket is not polled for a backoff (10 ms doubling
+        to 1 s, as the drivers' session channel, server/sessions.py), the episode logged once
+        and at recovery; clients wait in the listen queue meanwhile."""
+        try:
+            taken = self._ctl.accept()
+        except OSError as exc:
+            now = time.monotonic()
+            if not self._ctl_failures:
+                self._ctl_failing_since = now
+                log.error("control socket: accept() failed: %s%s; retrying every %.2f-%.1f s",
+                          exc, " (the fd limit: raise LimitNOFILE=)"
+                          if exc.errno in (errno.EMFILE, errno.ENFILE) else "",
+                          ACCEPT_BACKOFF_INITIAL, ACCEPT_BACKOFF_MAX)
+            self._ctl_failures += 1
+            selector.unregister(self._ctl)
+            self._ctl_resume = now + min(ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_INITIAL
+                                         * 2 ** min(self._ctl_failures - 1, 20))
+            return
+        if taken and self._ctl_failures:
+            log.warning("control socket: accepting again after %d failed accept() calls over "
+                        "%.2f s", self._ctl_failures, time.monotonic() - self._ctl_failing_since)
+            self._ctl_failures = 0
 
     def _shutdown(self) -> None:
         self.state = ManagerState.STOPPING
@@ -1201,8 +1239,24 @@ class DeviceManager:
             self._last_status = status
             self.notifier.send(f"STATUS={status}")
 
-    def _handle_request(self, request: dict) -> dict:
+    def may_control(self, uid: int) -> bool:
+        """Whether a peer of `uid` may stop, start or restart drivers: root and the device
+        manager's own user (its drivers run as that user). `status` is open to whoever may
+        connect to the control socket (0660: the group)."""
+        return uid in (0, os.geteuid())
+
+    def _handle_request(self, request: dict, uid: int) -> dict:
         command = request.get("cmd")
+        if command in CONTROL_COMMANDS and not self.may_control(uid):
+            self._refusals += 1
+            if self._refusals == 1 or self._refusals % 100 == 0:  # a flood is one line in 100
+                log.warning("control socket: %s refused for uid %d: only root and uid %d may "
+                            "stop, start or restart drivers (%d refused since the start)",
+                            command, uid, os.geteuid(), self._refusals)
+            return {"ok": False, "code": "not-permitted",
+                    "error": f"uid {uid} may not {command} drivers: only root and the device "
+                             f"manager's user (uid {os.geteuid()}) may; status is open to "
+                             f"the group"}
         if command in CONTROL_COMMANDS:
             name = request.get("driver")
             if not isinstance(name, str) or not name:

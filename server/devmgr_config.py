@@ -42,9 +42,11 @@ bad value is a configuration error naming the file, the driver and the option â€
 start (exit 1) or at a reload (the running configuration kept) â€” never a driver that exits
 2 at each start until the crash-loop limit.
 
-The probe defaults find a wedge within 5 s: a driver whose runs stop moving says NOT_SERVING
-after its stall timeout (2 s, server/host.py), and two probes a second apart confirm it; a
-driver that answers nothing at all (SIGSTOP) misses two probes of 1 s each.
+The probe defaults find a wedge within 5 s: a driver whose session channel stops coming round
+says NOT_SERVING after its stall timeout (2 s, server/host.py), and two probes a second apart
+confirm it; a driver that answers nothing at all (SIGSTOP) misses two probes of 1 s each. A
+run that computes for long is not a wedge (health stays SERVING): one client's large
+operator never costs every client their sessions.
 """
 
 from __future__ import annotations
@@ -243,7 +245,13 @@ def check_options(where: str, spec: DriverSpec) -> None:
                           f"{' '.join(args)}: {message}")
 
     parser.error = refuse  # argparse's (and parse_args') way out, as an exception
-    driver_main.parse_args([spec.kind, "--name", spec.name, *args], parser)
+    parsed = driver_main.parse_args([spec.kind, "--name", spec.name, *args], parser)
+    for key, value in vars(parsed).items():
+        # Drivers start in / (server/devmgr.py): a relative path would not mean what the
+        # configuration's author sees from wherever they stand.
+        if isinstance(value, Path) and not value.is_absolute():
+            refuse(f"--{key.replace('_', '-')} {value}: give an absolute path (drivers start "
+                   f"in /)")
 
 
 def parse_config(text: str, path: Path | None = None) -> Config:

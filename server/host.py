@@ -7,17 +7,26 @@ serves the HDI services and nnrt's admin service (server/admin.py) plus gRPC ref
 SERVING. `stop(grace)` marks NOT_SERVING, refuses new calls, lets calls in flight finish for
 up to `grace` seconds, ends every session and removes both sockets.
 
-Health means what it says: a watchdog thread re-evaluates it every `HEALTH_TICK` seconds
-(at most a quarter of the stall timeout) and answers NOT_SERVING, for every service, while
+Health means "this process serves", judged on the host's own threads, never on how long a
+client's run takes. A watchdog thread re-evaluates it every `HEALTH_TICK` seconds (at most a
+quarter of the stall timeout) and answers NOT_SERVING, for every service, while
 
 * the session channel is down (its thread died: no client can open a session or run), or
-* the execution path is stuck: runs are in flight and none crossed an operator boundary or
-  completed for `stall_timeout` seconds (server/stats.py: one clock for the whole path, so
-  runs queued behind a moving one are not "stuck"; refused runs do not count as movement).
+* the session channel is wedged: its selector thread, woken by the watchdog, has not come
+  round for `stall_timeout` seconds (a deadlock, or work that never belonged on it).
 
-It goes back to SERVING when the cause is gone (a long operator finished). One log line per
-transition. The stall timeout is the longest a single operator may take with nothing else
-moving; `--stall-timeout 0` turns the check off. A supervisor (the device manager) restarts
+The health servicer itself answers on gRPC's threads, so a process that is stopped
+(SIGSTOP) or whose interpreter no longer runs threads answers nothing: the supervisor's probe
+goes unanswered, which it treats as NOT_SERVING. A run that computes for long — one
+onnxruntime call for a whole lowered model, a hung device — is that run's business: its
+caller's deadline and cancel end it, other sessions are served meanwhile, and health stays
+SERVING (it used to say NOT_SERVING after 2 s of no operator boundary, and the device
+manager then killed every client's sessions for one client's large MatMul). Runs in flight
+that show no movement for `stall_timeout` seconds are logged once per episode (`runs in
+flight without progress ...: still SERVING`), for the operator, and change nothing.
+
+It goes back to SERVING when the cause is gone. One log line per transition.
+`--stall-timeout 0` turns the wedge check off. A supervisor (the device manager) restarts
 a driver whose probes say NOT_SERVING, exactly as one that does not answer.
 """
 
@@ -53,7 +62,7 @@ log = logging.getLogger(__name__)
 HDI_SERVICE_NAMES = tuple(s.full_name for s in hdi_pb2.DESCRIPTOR.services_by_name.values())
 SERVICE_NAMES = (*HDI_SERVICE_NAMES, admin.SERVICE_NAME)  # reflected, and SERVING in health
 MAX_MESSAGE_BYTES = 64 << 20  # descriptors only, but a big graph has many tensors and nodes
-STALL_TIMEOUT = 2.0  # s of no progress with runs in flight before health says NOT_SERVING
+STALL_TIMEOUT = 2.0  # s the session channel may not come round before health says NOT_SERVING
 HEALTH_TICK = 0.25  # s between two evaluations of health (at most stall_timeout / 4)
 
 
@@ -106,8 +115,10 @@ class DriverHost:
         self._server: grpc.Server | None = None
         self._channel: SessionChannelServer | None = None
         self._scheduler = RunScheduler(device.concurrent_runs)
-        self.stall_timeout = stall_timeout  # <= 0: the stuck-execution check is off
+        self.stall_timeout = stall_timeout  # <= 0: the wedged-channel check is off
         self.unhealthy_reason: str | None = None  # why health says NOT_SERVING, or None
+        self._poked_at: float | None = None  # the watchdog woke the channel's thread then ...
+        self._slow_runs_logged = False  # the current episode of runs not moving was logged
         self._watchdog_stop = threading.Event()
         self._watchdog: threading.Thread | None = None
 
@@ -130,7 +141,7 @@ class DriverHost:
         hdi_pb2_grpc.add_IPreparedModelServicer_to_server(prepared, server)
         admin_pb2_grpc.add_NnrtAdminServicer_to_server(
             admin.AdminServicer(self.device, self.name, self.sessions, self.faults, self.stats,
-                                self.created, self._scheduler), server)
+                                self.created, self._scheduler, self.channel_policy), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
@@ -179,15 +190,44 @@ class DriverHost:
         """Why the driver cannot serve right now, or None when it can."""
         # The selector thread is the whole session channel: if it died, no session opens
         # and no Run is answered.
-        if self._channel is not None and not self._channel.serving:
+        if self._channel is None:
+            return None
+        if not self._channel.serving:
             return "the session channel is down"
         if self.stall_timeout > 0:
-            stalled = self.stats.stalled_for(now)
-            if stalled >= self.stall_timeout:
-                runs = self.stats.snapshot().in_flight
-                return (f"the execution path is stuck: {runs} run(s) in flight, no progress "
-                        f"for {stalled:.1f} s (stall timeout {self.stall_timeout:g} s)")
+            silent = self._channel_silent_for(time.monotonic() if now is None else now)
+            if silent >= self.stall_timeout:
+                return (f"the session channel is wedged: its thread has not come round for "
+                        f"{silent:.1f} s (stall timeout {self.stall_timeout:g} s)")
         return None
+
+    def _channel_silent_for(self, now: float) -> float:
+        """Seconds since the watchdog woke the session channel's thread without it coming
+        round (0 when it came round since); wakes it when it has been quiet for a tick."""
+        channel = self._channel
+        if self._poked_at is not None and channel.turned_at >= self._poked_at:
+            self._poked_at = None  # it came round: alive
+        if self._poked_at is None:
+            if now - channel.turned_at < HEALTH_TICK:
+                return 0.0
+            self._poked_at = now
+            channel.poke()
+            return 0.0
+        return now - self._poked_at
+
+    def _note_slow_runs(self) -> None:
+        """One log line per episode of runs in flight that do not move: for the operator
+        (a hung device, a very long operator); health is not theirs to change."""
+        if self.stall_timeout <= 0:
+            return
+        stalled = self.stats.stalled_for()
+        if stalled < self.stall_timeout:
+            self._slow_runs_logged = False
+        elif not self._slow_runs_logged:
+            self._slow_runs_logged = True
+            log.warning("runs in flight without progress for %.1f s (%d in flight: a long "
+                        "operator, or a hung device): still SERVING; each ends at its caller's "
+                        "deadline or cancel", stalled, self.stats.snapshot().in_flight)
 
     def _watch(self) -> None:
         tick = HEALTH_TICK if self.stall_timeout <= 0 else min(HEALTH_TICK,
@@ -195,6 +235,7 @@ class DriverHost:
         while not self._watchdog_stop.wait(tick):
             try:
                 reason = self.check_health()
+                self._note_slow_runs()
             except Exception:  # the watchdog must outlive any surprise
                 log.exception("health check failed")
                 continue

@@ -69,9 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--stall-timeout", type=float, default=STALL_TIMEOUT, metavar="S",
-                        help="health says NOT_SERVING when runs are in flight and none moved "
-                             f"(crossed an operator, completed) for S seconds (default "
-                             f"{STALL_TIMEOUT:g}; 0: off)")
+                        help="health says NOT_SERVING when the session channel's thread "
+                             "does not come round for S seconds (a long run never does; runs "
+                             f"not moving for S s are logged) (default {STALL_TIMEOUT:g}; "
+                             "0: off)")
     parser.add_argument("--lifeline-fd", type=int, default=None, metavar="N",
                         help="an inherited pipe's read end: its EOF (every writer gone, i.e. "
                              "the parent died) stops the driver as SIGTERM does")

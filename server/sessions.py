@@ -509,9 +509,14 @@ class SessionChannelServer:
         self._last_served: _Connection | None = None  # whose packet came last ...
         self._others_until = 0.0  # ... and till when another session counts as active
         self._thread = threading.Thread(target=self._loop, name="session-channel", daemon=True)
+        self.turned_at = time.monotonic()  # when the selector thread last came round (health)
 
     def start(self) -> None:
         self._thread.start()
+
+    def poke(self) -> None:
+        """Wake the selector thread: it comes round (`turned_at`) unless it is wedged."""
+        self._poke()
 
     @property
     def serving(self) -> bool:
@@ -562,6 +567,7 @@ class SessionChannelServer:
 
     def _loop(self) -> None:
         while not self._stopping:
+            self.turned_at = time.monotonic()
             try:
                 self._once()
             except Exception:  # this thread serves every session

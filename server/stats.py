@@ -10,14 +10,16 @@ exactly one of
 
 A run that never answers (a hung device, a crash) stays in flight.
 
-Progress, for the host's health watchdog (server/host.py): the execution path moves when a
-run crosses an operator boundary (`progress()`, called from its cancellation check) or
-completes. Runs refused before they reach the device do not count: a flood of bad requests
-must not hide a wedged device. `stalled_for()` is how long runs have been in flight without
-any progress — measured from the later of the last progress and the moment the driver last
-went from idle to busy, so a run that just started on an idle driver is not stalled. One
-clock for every run, not one per run: a run queued behind others (the accelerator's device
-queue, a GPU plan's lock) waits without progress of its own while the path as a whole moves.
+Progress, for the operator (server/host.py logs runs that stop moving; health does not
+depend on it: a long run is its caller's business, not the driver's): the execution path
+moves when a run crosses an operator boundary (`progress()`, called from its cancellation
+check) or completes. Runs refused before they reach the device do not count: a flood of
+bad requests must not hide a wedged device. `stalled_for()` is how long runs have been in
+flight without any progress — measured from the later of the last progress and the moment
+the driver last went from idle to busy, so a run that just started on an idle driver is not
+stalled. One clock for every run, not one per run: a run queued behind others (the
+accelerator's device queue, a GPU plan's lock) waits without progress of its own while the
+path as a whole moves.
 
 Latency, for the device manager's Prometheus metrics (server/metrics.py): completed runs
 only (a refusal answered in microseconds would drag the distribution down and says nothing

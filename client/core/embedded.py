@@ -21,6 +21,10 @@ Decisions:
   logger when the drivers stop (and quoted when one fails to start), then removed with the
   private directory. Each driver runs in a session of its own: a terminal's Ctrl-C is the
   application's to handle; the lifeline ends the driver when the application goes.
+* **Nothing of the application's directory.** The driver starts in `/` with `python -P`
+  (common/devmgr_cli.py `module_argv`): `-m` alone would put the application's working
+  directory first on the driver's `sys.path`, so an `argparse.py` or `numpy.py` lying there
+  would run inside the driver.
 * **When they start** (`find_or_start`): only when the runtime directory shows no sign of a
   driver or a device manager — no `*.sock`, no `*.session`, no `devmgr.ctl`, no `*.pid` or
   `*.lock` file (or no directory at all). If there is a sign but no driver serves yet, and
@@ -51,13 +55,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from .driver import DriverClient, DriverGone
+from nnrt.common.devmgr_cli import CHILD_CWD, module_argv
 from nnrt.common.runtime_dir import (
     GRPC_SUFFIX,
     LOCK_SUFFIX,
@@ -243,11 +247,11 @@ class EmbeddedDrivers:
             for kind in self.kinds:
                 with open(self.directory / f"{kind}.log", "ab") as stderr:
                     proc = subprocess.Popen(
-                        [sys.executable, "-m", "nnrt.server", kind, "--runtime-dir",
+                        [*module_argv("nnrt.server"), kind, "--runtime-dir",
                          str(self.directory), "--log-level", "WARNING",
                          "--lifeline-fd", str(read_end)],
                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                        pass_fds=(read_end,), start_new_session=True,
+                        pass_fds=(read_end,), start_new_session=True, cwd=CHILD_CWD,
                     )
                 self._procs.append(proc)
         except OSError:
