@@ -1,15 +1,19 @@
 """Serialising a validated Graph into a model-cache blob and back (ExportModelCache /
 PrepareModelFromModelCache), for any device that caches its models as graphs.
 
-The blob is sealed (server/sealed_blob.py: magic "NNRTGRPH", format version, identity,
-CRC-32) around this payload (little endian):
+The blob is sealed (server/sealed_blob.py: magic "NNRTGRPH", format version 2, identity,
+the driver's HMAC) around this payload (little endian):
 
     u64 model length | Model protobuf | constant bytes, back to back
 
-A blob from another device, another driver version, another format version, or with a
-wrong digest, a truncation or trailing garbage is refused with NNRT_INVALID_MODEL_CACHE. A
-blob that passes is still validated as a Model (a digest proves integrity, not that the
-writer was sound).
+A blob from another device, another driver version, another format version, or whose tag
+does not verify (altered, truncated, trailing garbage, crafted, another driver's key) is
+refused with NNRT_INVALID_MODEL_CACHE before its payload is read. A blob that passes is
+still validated as a fresh Model (model_validation.build_graph, as PrepareModel does: a tag
+proves who wrote it, not that the writer was sound).
+
+`keyed=False`: the same payload in the checksummed envelope (format version 1), the program
+inside an offline binary (drivers/accel/offline.py), which no driver key can vouch for.
 """
 
 from __future__ import annotations
@@ -22,18 +26,19 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.errors import DriverError
 from nnrt.server.graph import Graph
 from nnrt.server.model_validation import build_graph
-from nnrt.server.sealed_blob import refusal, seal, unseal
+from nnrt.server.sealed_blob import refusal, seal, seal_keyed, unseal, unseal_keyed
 
 MAGIC = b"NNRTGRPH"
 WHAT = "model cache"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the keyed envelope
+CHECKSUMMED_FORMAT_VERSION = 1  # the checksummed one (keyed=False)
 _CONSTANTS = 1  # the pseudo buffer id constants are read from inside a blob
 # attribute message type -> its Node.nodeAttr member
 _MEMBER_OF = {f.message_type.full_name: f.name
               for f in na.Node.DESCRIPTOR.oneofs_by_name["nodeAttr"].fields}
 
 
-def encode(graph: Graph, identity: str) -> bytes:
+def encode(graph: Graph, identity: str, *, keyed: bool = True) -> bytes:
     model = mt.Model(name=graph.name, inputIndex=[t.index for t in graph.inputs],
                      outputIndex=[t.index for t in graph.outputs])
     chunks, offset = [], 0
@@ -58,17 +63,21 @@ def encode(graph: Graph, identity: str) -> bytes:
     model.subGraph.add(name="NNRt_SubGraph", inputIndices=model.inputIndex,
                        outputIndices=model.outputIndex, nodeIndices=range(len(graph.nodes)))
     body = model.SerializeToString()
-    return seal(MAGIC, FORMAT_VERSION, identity,
-                struct.pack("<Q", len(body)) + body + b"".join(chunks))
+    payload = struct.pack("<Q", len(body)) + body + b"".join(chunks)
+    if keyed:
+        return seal_keyed(MAGIC, FORMAT_VERSION, identity, payload)
+    return seal(MAGIC, CHECKSUMMED_FORMAT_VERSION, identity, payload)
 
 
 def _refuse(why: str) -> DriverError:
     return refusal(WHAT, why)
 
 
-def decode(blob: bytes, identity: str) -> Graph:
-    """The graph of a blob written by `encode` with the same identity; DriverError otherwise."""
-    payload = unseal(blob, MAGIC, FORMAT_VERSION, identity, WHAT)
+def decode(blob: bytes, identity: str, *, keyed: bool = True) -> Graph:
+    """The graph of a blob written by `encode` with the same identity (and, keyed, by this
+    driver), validated as a fresh model; DriverError otherwise."""
+    payload = (unseal_keyed(blob, MAGIC, FORMAT_VERSION, identity, WHAT) if keyed
+               else unseal(blob, MAGIC, CHECKSUMMED_FORMAT_VERSION, identity, WHAT))
     if len(payload) < 8:
         raise _refuse("truncated")
     (body_length,) = struct.unpack_from("<Q", payload, 0)

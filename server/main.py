@@ -41,7 +41,7 @@ import threading
 from pathlib import Path
 
 from nnrt.drivers import DEVICE_KINDS, DeviceUnavailable, load_device, reference
-from nnrt.server import buffers
+from nnrt.server import buffers, cache_key
 from nnrt.common.cpus import usable_cores
 from nnrt.common.faults import DEVICE_STATUS, PLAIN_FIELDS, Faults
 from nnrt.server.faults import FaultInjection
@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--runtime-dir", type=Path,
                         help="socket directory (default: $NNRT_RUNTIME_DIR, else /run/nnrt when "
                              "usable, else $XDG_RUNTIME_DIR/nnrt, else /tmp/nnrt-$UID)")
+    parser.add_argument("--state-dir", type=Path,
+                        help="where the key that authenticates model caches is kept (default: "
+                             "$NNRT_STATE_DIR, else systemd's $STATE_DIRECTORY, else the "
+                             "runtime directory)")
     parser.add_argument("--grace", type=float, default=10.0,
                         help="seconds calls in flight may take to finish at SIGTERM (default 10)")
     parser.add_argument("--log-level", default="INFO",
@@ -347,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         watch_lifeline(args.lifeline_fd, stop)
     raise_fd_limit()
     directory, name = args.runtime_dir or runtime_dir(), args.name or args.kind
+    cache_key.configure(cache_key.state_dir(args.state_dir, directory))  # read at the first cache
     lock: DriverLock | None = None
     try:
         # The name lock first (common/runtime_dir.py): a driver still loading is seen as

@@ -30,7 +30,8 @@ and the payload ends exactly there. The header:
 
 The program is the device graph — the model as `support.device_graph` made it, already
 float16 in relaxed precision, weights quantised / converted — serialised by
-server/graph_cache.py (`encode` with the spec identity; its own sealed blob nested here, so
+server/graph_cache.py (`encode` with the spec identity, in its checksummed envelope: a
+binary is portable, so no driver's key vouches for it; its own sealed blob nested here, so
 there is one graph serialiser). The I/O descriptors are kept apart from the program because
 in float16 mode the program's edge tensors are float16 while the client still exchanges
 float32 (as the CPU driver's float16 mode does). `costs` is the cost model's per-node
@@ -142,7 +143,7 @@ def compile_offline(graph: Graph, spec: AccelSpec, enable_float16: bool) -> byte
         "costs": _static_costs(program, spec),
     }
     head = json.dumps(header, separators=(",", ":")).encode()
-    body = graph_cache.encode(program, identity)
+    body = graph_cache.encode(program, identity, keyed=False)  # portable: no driver's key
     payload = b"".join((_U32.pack(len(head)), head, _U64.pack(len(body)), body))
     return seal(MAGIC, FORMAT_VERSION, identity, payload)
 
@@ -167,7 +168,7 @@ def load_offline(blob: bytes | memoryview, spec: AccelSpec) -> OfflineModel:
     _check_envelope(view, identity)
     header, program_blob = _split(_payload(view, identity))
     try:
-        program = graph_cache.decode(program_blob, identity)
+        program = graph_cache.decode(program_blob, identity, keyed=False)
     except DriverError as exc:
         raise refused(f"undecodable program: {exc.message}") from None
     program = _scheduled(program, header)

@@ -20,7 +20,7 @@ import numpy as np
 from ..reference import supported_operations
 from . import model_cache
 from .kernel import create_op
-from .opencl import ClRuntime, choose_device
+from .opencl import BroughtPrograms, ClRuntime, choose_device
 from .plan import GpuPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import graph_cache
@@ -34,27 +34,38 @@ DRIVER_VERSION = "0.1.0"
 
 
 class GpuPreparedModel(PreparedModel):
-    def __init__(self, graph: Graph, device: GpuDevice) -> None:
+    def __init__(self, graph: Graph, device: GpuDevice,
+                 brought: BroughtPrograms | None = None) -> None:
         super().__init__(graph.inputs, graph.outputs)
         self.graph = graph
         self.device = device
-        self.plan = GpuPlan(graph, device.runtime, f"model {graph.name!r}")
+        # The programs its cache brought: this model's alone (drivers/gpu/opencl.py).
+        self.brought = brought
+        with self._programs():
+            self.plan = GpuPlan(graph, device.runtime, f"model {graph.name!r}")
+        if brought is not None and not self.plan.dynamic:
+            brought.forget_unused()  # every program it will ever ask for is loaded
+
+    def _programs(self):
+        return self.device.runtime.programs.brought_by(self.brought)
 
     def static_output_shapes(self) -> list[Shape] | None:
         return self.plan.output_shapes()
 
     def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
-        return self.plan.run(inputs, cancelled)
+        with self._programs():  # a new input shape may build programs
+            return self.plan.run(inputs, cancelled)
 
     writes_into_outputs = True  # the device-to-host copy lands in the client's windows
 
     def run_into(self, inputs: Sequence[np.ndarray], targets: Sequence[np.ndarray],
                  cancelled: CancelCheck) -> None:
-        self.plan.run(inputs, cancelled, targets)
+        with self._programs():
+            self.plan.run(inputs, cancelled, targets)
 
     def export_cache(self) -> list[bytes]:
         programs = self.device.runtime.programs
-        binaries = {key: programs.binary(key) for key in sorted(self.plan.programs)}
+        binaries = {key: programs.binary(key, self.brought) for key in sorted(self.plan.programs)}
         return [graph_cache.encode(self.graph, self.device.identity),
                 model_cache.encode(binaries, self.device.identity)]
 
@@ -98,9 +109,8 @@ class GpuDevice(Device):
             raise DriverError(NNRT_INVALID_MODEL_CACHE,
                               f"{len(blobs)} cache buffers, expected 2 (graph, programs)")
         graph = graph_cache.decode(blobs[0], self.identity)
-        for key, binary in model_cache.decode(blobs[1], self.identity).items():
-            self.runtime.programs.offer_binary(key, binary)
-        return GpuPreparedModel(graph, self)
+        brought = BroughtPrograms(model_cache.decode(blobs[1], self.identity))
+        return GpuPreparedModel(graph, self, brought)
 
     def close(self) -> None:
         self.runtime.close()

@@ -2,9 +2,10 @@
 for it, and its memory as a budget.
 
 One `ClRuntime` per driver process. Everything the prepared models enqueue goes to its one
-in-order queue. Programs are built once per distinct (source, options) in the process and
-shared by every model; their binaries (`CL_PROGRAM_BINARIES`) travel in model caches so
-that a model prepared from its cache builds nothing. Device memory is a budget: every
+in-order queue. Programs are built once per distinct (device, options, source) in the
+process and shared by every model; their binaries (`CL_PROGRAM_BINARIES`) travel in model
+caches so that a model prepared from its cache builds nothing, but what a cache brings
+serves the model it came with alone (`ProgramCache`). Device memory is a budget: every
 buffer the driver creates is reserved against the device's global memory (or the operator's
 `--gpu-memory-mb`) first, so that a model that does not fit is refused with
 NNRT_OUT_OF_MEMORY at prepare instead of failing somewhere inside the OpenCL driver.
@@ -17,6 +18,8 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -229,27 +232,66 @@ class DeviceMemory:
         self.bytes = 0
 
 
+class BroughtPrograms:
+    """The programs one model's cache brought (its blob authenticated): binaries until first
+    asked for, then what was loaded from them. They serve that model alone (`ProgramCache.
+    brought_by`): a binary is opaque code, and the driver did not build it in this process,
+    so no other session's model ever runs it."""
+
+    def __init__(self, binaries: dict[str, bytes]) -> None:
+        self.binaries = dict(binaries)  # key -> binary, not loaded yet
+        self.programs: dict[str, cl.Program] = {}  # key -> loaded (or built: unloadable)
+
+    def forget_unused(self) -> None:
+        """Drop the binaries never asked for (a static model has built all it needs)."""
+        self.binaries.clear()
+
+
+_brought: ContextVar[BroughtPrograms | None] = ContextVar("nnrt_cl_brought", default=None)
+
+
 class ProgramCache:
-    """Programs by (source, options), built once per process; binaries in and out."""
+    """Programs by (device, options, source): built from source once per process and shared
+    by every model; binaries out (for model caches) and in, but a binary brought by a model's
+    cache serves only that model (`brought_by`), so a session cannot put code under a
+    program another session uses."""
 
     def __init__(self, runtime: ClRuntime) -> None:
         self.runtime = runtime
-        self._programs: dict[str, cl.Program] = {}
-        self._binaries: dict[str, bytes] = {}  # from model caches, not yet built
+        self._programs: dict[str, cl.Program] = {}  # built here from source: the driver's own
         self._lock = threading.Lock()
         self.builds = 0  # from source
         self.loads = 0  # from a binary
 
-    @staticmethod
-    def key(source: str, options: tuple[str, ...]) -> str:
-        return hashlib.sha256((" ".join(options) + "\0" + source).encode()).hexdigest()
+    def key(self, source: str, options: tuple[str, ...]) -> str:
+        """What the driver itself would build: a digest of the device, options and source."""
+        return hashlib.sha256((self.runtime.identity + "\0" + " ".join(options) + "\0"
+                               + source).encode()).hexdigest()
+
+    @contextmanager
+    def brought_by(self, brought: BroughtPrograms | None) -> Iterator[None]:
+        """Within the block (one model's prepare or run), `get` may use what `brought` holds."""
+        token = _brought.set(brought)
+        try:
+            yield
+        finally:
+            _brought.reset(token)
 
     def get(self, source: str, options: tuple[str, ...] = ()) -> tuple[str, cl.Program]:
+        """The program: the process's own build if there is one, else one the current model's
+        cache brought, else built from source now (and shared from then on)."""
         key = self.key(source, options)
+        brought = _brought.get()
         with self._lock:
             program = self._programs.get(key)
+            if program is None and brought is not None:
+                program = brought.programs.get(key)
+                if program is None and key in brought.binaries:
+                    program = self._load(key, brought.binaries.pop(key))
+                    if program is not None:
+                        brought.programs[key] = program
             if program is None:
-                program = self._load(key) or self._build(key, source, options)
+                program = self._build(key, source, options)
                 self._programs[key] = program
         return key, program
 
@@ -262,10 +304,7 @@ class ProgramCache:
         log.debug("built program %s (%d builds)", key[:12], self.builds)
         return program
 
-    def _load(self, key: str) -> cl.Program | None:
-        binary = self._binaries.pop(key, None)
-        if binary is None:
-            return None
+    def _load(self, key: str, binary: bytes) -> cl.Program | None:
         rt = self.runtime
         try:
             program = cl.Program(rt.context, [rt.device], [binary]).build()
@@ -276,16 +315,14 @@ class ProgramCache:
         self.loads += 1
         return program
 
-    def offer_binary(self, key: str, binary: bytes) -> None:
-        """A binary from a model cache, used instead of a build the first time `key` is asked
-        for."""
+    def binary(self, key: str, brought: BroughtPrograms | None = None) -> bytes:
+        """The binary of a program a model uses (the shared one, or one it brought)."""
         with self._lock:
-            if key not in self._programs:
-                self._binaries[key] = binary
-
-    def binary(self, key: str) -> bytes:
-        with self._lock:
-            program = self._programs[key]
+            program = self._programs.get(key)
+            if program is None and brought is not None:
+                program = brought.programs.get(key)
+        if program is None:
+            raise KeyError(key)
         (binary,) = program.get_info(cl.program_info.BINARIES)
         return bytes(binary)
 

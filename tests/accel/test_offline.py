@@ -275,7 +275,7 @@ def test_unsound_contents(npubin, f32_graph, spec) -> None:
         refusal(resealed(spec, {**header, "float16": "yes"}, program), spec)
     assert "costs" in refusal(resealed(spec, {**header, "costs": [{}]}, program), spec)
     # a float32 program (written without the float16 rewrite): not what this NPU runs
-    f32 = graph_cache.encode(f32_graph, spec.identity)
+    f32 = graph_cache.encode(f32_graph, spec.identity, keyed=False)
     assert "does not run the program" in \
         refusal(resealed(spec, {**header, "float16": False}, f32), spec)
 

@@ -50,11 +50,12 @@ from onnx import helper
 from ....common.cpus import usable_cores
 from ....common.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
 from ....server.graph import DYNAMIC, Graph, TensorSpec
-from ....server.sealed_blob import refusal, seal, unseal
+from ....server.sealed_blob import refusal, seal_keyed, unseal_keyed
 from ..kernel import Kernel
 from ..quantized import QuantizedKernel
 from . import ops  # noqa: F401  (every lowering registered)
 from .quantized import lower_quantized, unsigned_activations
+from .trusted_model import check_own_model
 from .lowering import IR_VERSION, LOWERINGS, OPSET, NodeEmitter, NotLowerable, SegmentGraph, \
     onnx_dtype, value_name
 
@@ -428,7 +429,7 @@ def partition(graph: Graph, kernels: dict[int, Kernel]) -> Partition:
 # ------------------------------------------------------------------ the model cache
 
 MAGIC = b"NNRTORTM"  # also drivers/cpu/device.py ORT_CACHE_MAGIC
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # sealed with the driver's key
 WHAT = "onnxruntime model cache"
 
 
@@ -453,7 +454,7 @@ def export(part: Partition, identity: str, float16: bool) -> bytes:
     chunks = [struct.pack("<Q", len(header)), header]
     for s in segments:
         chunks += [struct.pack("<Q", len(s.optimized_model)), s.optimized_model]
-    return seal(MAGIC, FORMAT_VERSION, cache_identity(identity), b"".join(chunks))
+    return seal_keyed(MAGIC, FORMAT_VERSION, cache_identity(identity), b"".join(chunks))
 
 
 def restore(blob: bytes, identity: str, graph: Graph, kernels: dict[int, Kernel],
@@ -461,8 +462,10 @@ def restore(blob: bytes, identity: str, graph: Graph, kernels: dict[int, Kernel]
     """The partition of `graph` from an exported blob: sessions over the optimised models,
     numpy kernels for the rest; None when the blob was lowered in the other precision mode
     (the config of the import decides: lower again); NNRT_INVALID_MODEL_CACHE for a blob
-    that does not fit."""
-    payload = unseal(blob, MAGIC, FORMAT_VERSION, cache_identity(identity), WHAT)
+    this driver did not write (its key: before any byte is parsed), or whose models are not
+    the driver's own segments or reach outside the blob (trusted_model.py), or that does not
+    fit."""
+    payload = unseal_keyed(blob, MAGIC, FORMAT_VERSION, cache_identity(identity), WHAT)
     try:
         (length,) = struct.unpack_from("<Q", payload, 0)
         header = json.loads(bytes(payload[8:8 + length]))
@@ -504,6 +507,8 @@ def restore(blob: bytes, identity: str, graph: Graph, kernels: dict[int, Kernel]
             entry, model = by_first[node_index]
             if order[p:p + len(entry["nodes"])] != list(entry["nodes"]):
                 raise refusal(WHAT, "its segments do not match the model")
+            check_own_model(model, [value_name(i) for i in entry["inputs"]],
+                            [value_name(i) for i in entry["outputs"]])
             try:
                 units.append(OrtSegment(model, entry["nodes"], entry["inputs"], entry["outputs"],
                                         optimized=True))
