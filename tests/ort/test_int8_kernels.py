@@ -29,7 +29,7 @@ X86_64 = platform.machine().lower() in ("x86_64", "amd64")
 QEMU = shutil.which("qemu-x86_64")
 
 
-@pytest.fixture(params=["u8s8", "s8s8"])
+@pytest.fixture(params=["u8s8", "s8s8", "numpy"])
 def form(request, monkeypatch) -> Int8Form:
     """The process's int8 form forced to each in turn (sessions made meanwhile use it)."""
     forced = Int8Form(request.param)
@@ -39,7 +39,7 @@ def form(request, monkeypatch) -> Int8Form:
 
 def exact_here(form: Int8Form) -> bool:
     """Whether `form` is exact on this CPU (s8s8 everywhere, u8s8 where it is detected)."""
-    return form is Int8Form.S8S8 or int8_kernels.detect().form is Int8Form.U8S8
+    return form is not Int8Form.U8S8 or int8_kernels.detect().form is Int8Form.U8S8
 
 
 # -- the choice ------------------------------------------------------------------------------
@@ -69,7 +69,7 @@ def test_the_choice_follows_the_option_then_the_environment(monkeypatch):
     assert chosen.form is Int8Form.S8S8 and chosen.forced
     assert int8_kernels.choose("u8s8").form is Int8Form.U8S8  # the option before the env
     monkeypatch.setenv(int8_kernels.ENV, "u16")
-    with pytest.raises(ValueError, match="'u16' is not one of auto, u8s8, s8s8"):
+    with pytest.raises(ValueError, match="'u16' is not one of auto, u8s8, s8s8, numpy"):
         int8_kernels.choose(None)
 
 
@@ -101,7 +101,10 @@ def test_each_form_on_each_int8_model(form, name):
     model = int8_models.MODELS[name]()
     want = int8_models.numpy_outputs(model)
     got, partition = int8_models.ort_outputs(model)
-    assert "0 on numpy" in partition, partition  # onnxruntime computed all of it
+    if form is Int8Form.NUMPY:  # the quantised nodes on the numpy kernels
+        assert "no exact int8 kernels of onnxruntime" in partition, partition
+    else:
+        assert "0 on numpy" in partition, partition  # onnxruntime computed all of it
     steps = int8_models.steps_apart(got, want)
     if exact_here(form):
         assert steps <= 1, f"{name} on {form.value}: {steps} steps off ({partition})"
@@ -110,6 +113,8 @@ def test_each_form_on_each_int8_model(form, name):
 
 
 def test_both_forms_fuse_the_convolutions_into_int8_kernels(form):
+    if form is Int8Form.NUMPY:
+        pytest.skip("the numpy form lowers no quantised node")
     """The quantised convolutions run on onnxruntime's int8 kernels (an int8 model that fell
     back to float would be exact but slow): all of them in s8s8; in u8s8 all but one that
     reads an int8 model input (onnxruntime's x86 QDQ rules fuse int8 activations only when
@@ -127,6 +132,29 @@ def test_both_forms_fuse_the_convolutions_into_int8_kernels(form):
         assert ops.count("QLinearConv") == 2 and "Conv" not in ops, ops
     else:
         assert ops.count("QLinearConv") == 1 and ops.count("Conv") == 1, ops
+
+
+def test_the_detected_form_and_s8s8_pass_their_check_here():
+    """The start-up check (a full-range MatMulInteger against int64 arithmetic) on this CPU;
+    on one where it fails: test_on_a_cpu_without_vnni_the_default_is_exact."""
+    assert int8_kernels.inexact(int8_kernels.detect().form) is None
+    assert int8_kernels.inexact(Int8Form.S8S8) is None
+    assert int8_kernels.inexact(Int8Form.NUMPY) is None
+
+
+def test_a_form_that_fails_its_check_gives_way(monkeypatch, caplog):
+    """auto: the next form down; forced: kept, with a warning."""
+    monkeypatch.delenv(int8_kernels.ENV, raising=False)
+    monkeypatch.setattr(int8_kernels, "detect",
+                        lambda: Int8Kernels(Int8Form.U8S8, "pretended VNNI"))
+    monkeypatch.setattr(int8_kernels, "inexact",
+                        lambda form: "3 sums wrong" if form is not Int8Form.NUMPY else None)
+    chosen = int8_kernels.choose(None)
+    assert chosen.form is Int8Form.NUMPY and not chosen.forced
+    assert "u8s8 failed its check (3 sums wrong); s8s8 failed its check" in chosen.reason
+    assert "s8s8 int8 kernels failed their check on this CPU: 3 sums wrong" in caplog.text
+    assert int8_kernels.choose("s8s8").form is Int8Form.S8S8
+    assert "s8s8 int8 kernels are inexact on this CPU (3 sums wrong), as forced" in caplog.text
 
 
 # -- on a CPU without VNNI: emulated --------------------------------------------------------
@@ -155,6 +183,24 @@ def test_on_a_cpu_without_vnni_the_default_is_exact():
     assert max(r["steps"] for r in saturated.values()) > 1, saturated
 
 
+@pytest.mark.multiprocess
+@pytest.mark.skipif(not (X86_64 and QEMU), reason="needs qemu-x86_64 (Debian's qemu-user) on "
+                                                  "x86-64: .ci/run installs it")
+def test_a_misread_cpu_is_caught_by_the_check():
+    """A CPU reported as having VNNI where it has not (a hypervisor's CPUID, say): the
+    check finds U8S8's sums wrong on the real saturating kernels and s8s8 is chosen."""
+    script = ("from nnrt.drivers.cpu.ort import int8_kernels as k\n"
+              "k.detect = lambda: k.Int8Kernels(k.Int8Form.U8S8, 'pretended VNNI')\n"
+              "print(k.choose(None).describe())\n")
+    done = subprocess.run([QEMU, "-cpu", "Haswell", sys.executable, "-c", script], cwd=ROOT,
+                          env={k: v for k, v in os.environ.items() if k != int8_kernels.ENV},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("s8s8 (detected u8s8 (pretended VNNI), but u8s8 failed its "
+                                  "check ("), done.stdout
+    assert "u8s8 int8 kernels failed their check on this CPU" in done.stderr
+
+
 # -- through a driver process ---------------------------------------------------------------
 
 
@@ -166,7 +212,7 @@ def numpy_driver(tmp_path_factory):
 
 
 @pytest.mark.multiprocess
-@pytest.mark.parametrize("forced", ["u8s8", "s8s8"])
+@pytest.mark.parametrize("forced", ["u8s8", "s8s8", "numpy"])
 def test_a_driver_started_with_each_form(tmp_path, forced, numpy_driver):
     driver = start_driver(tmp_path / "rt", "cpu", "--engine", "ort", "--int8-kernels", forced)
     try:
@@ -195,3 +241,13 @@ def test_the_option_belongs_to_the_cpu_driver(tmp_path):
                            "--runtime-dir", str(tmp_path)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2 and "invalid choice: 'u16'" in done.stderr
+
+
+@pytest.mark.multiprocess
+def test_a_bad_environment_value_stops_the_driver_with_the_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv(int8_kernels.ENV, "u16")
+    done = subprocess.run([sys.executable, "-m", "nnrt.server", "cpu",
+                           "--runtime-dir", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert "$NNRT_ORT_INT8_KERNELS='u16' is not one of auto, u8s8, s8s8, numpy" in done.stderr

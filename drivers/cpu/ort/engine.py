@@ -54,6 +54,7 @@ from ....server.sealed_blob import refusal, seal_keyed, unseal_keyed
 from ..kernel import Kernel
 from ..quantized import QuantizedKernel
 from . import ops  # noqa: F401  (every lowering registered)
+from . import int8_kernels
 from .quantized import lower_quantized, unsigned_activations
 from .trusted_model import check_own_model
 from .lowering import IR_VERSION, LOWERINGS, OPSET, NodeEmitter, NotLowerable, SegmentGraph, \
@@ -109,6 +110,10 @@ def _session_options(optimize: bool, threads: int) -> ort.SessionOptions:
     so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                    else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     so.log_severity_level = 4  # fatal only: a failing run is logged by the driver, once
+    if not int8_kernels.in_force().unsigned_activations:
+        # int8 QDQ pairs fused as int8 (S8S8 kernels): onnxruntime's default on x86-64
+        # rewrites them to uint8 (U8S8), which saturates without VNNI (int8_kernels.py).
+        so.add_session_config_entry("session.qdqisint8allowed", "1")
     return so
 
 
@@ -356,7 +361,8 @@ def _value_info(spec: TensorSpec, typed_only: bool = False) -> object:
 
 
 def _segment_model(seg: SegmentGraph, outputs: Sequence[TensorSpec], name: str) -> bytes:
-    unsigned_activations(seg, {value_name(s.index) for s in outputs})
+    if int8_kernels.in_force().unsigned_activations:
+        unsigned_activations(seg, {value_name(s.index) for s in outputs})
     graph = helper.make_graph(seg.nodes, name, [_value_info(s) for s in seg.inputs.values()],
                               [_value_info(s, typed_only=True) for s in outputs],
                               seg.initializers)
@@ -369,6 +375,8 @@ def _segment_model(seg: SegmentGraph, outputs: Sequence[TensorSpec], name: str) 
 def lower_node(kernel: Kernel, seg: SegmentGraph) -> None:
     """Write one node into `seg`; NotLowerable (with `seg` partly written) when it cannot."""
     if isinstance(kernel, QuantizedKernel):
+        if not int8_kernels.in_force().lowered:
+            raise NotLowerable("no exact int8 kernels of onnxruntime on this CPU")
         lower_quantized(kernel, seg)
         return
     lower = LOWERINGS.get(kernel.node.node_type)
@@ -434,14 +442,16 @@ WHAT = "onnxruntime model cache"
 
 
 def cache_identity(device_identity: str) -> str:
-    """Who may read an optimised-model blob: the device, onnxruntime's version, the CPU."""
+    """Who may read an optimised-model blob: the device, onnxruntime's version, the CPU,
+    the int8 kernels' form (an optimised model has its QLinear nodes' types baked in)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             cpu = "".join(sorted({line for line in f if line.startswith(("model name", "flags"))}))
     except OSError:
         cpu = ""
     digest = hashlib.sha256(cpu.encode()).hexdigest()[:16]
-    return f"{device_identity} onnxruntime {ort.__version__} cpu {digest}"
+    return (f"{device_identity} onnxruntime {ort.__version__} cpu {digest} "
+            f"int8 {int8_kernels.in_force().form.value}")
 
 
 def export(part: Partition, identity: str, float16: bool) -> bytes:

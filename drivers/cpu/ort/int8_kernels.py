@@ -16,8 +16,12 @@ ARM's kernels (widening multiplies, SDOT/UDOT) are exact in either form.
 The driver keeps u8s8 — our `unsigned_activations` rewrite and onnxruntime's own QDQ
 s8→u8 conversion — only where it is exact, and s8s8 elsewhere: no unsigned rewrite, and
 `session.qdqisint8allowed` so that onnxruntime fuses the int8 QDQ pairs as they are.
-`--int8-kernels` / `$NNRT_ORT_INT8_KERNELS` force either form (the test suite runs both on
+`--int8-kernels` / `$NNRT_ORT_INT8_KERNELS` force a form (the test suite runs both on
 every machine, and the default on an emulated CPU without VNNI: tests/ort/test_int8_kernels.py).
+
+What is detected is also checked, once per process: a full-range int8 product in the
+chosen form against int64 arithmetic (`inexact`); a form that fails it gives way to the
+next (u8s8 → s8s8 → numpy: the quantised nodes on the numpy kernels), logged as an error.
 
 The CPU is read with CPUID itself (what onnxruntime's MLAS reads), not /proc/cpuinfo: under
 an emulator (qemu-user) /proc/cpuinfo describes the host, CPUID the emulated CPU.
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import functools
 import logging
 import mmap
 import os
@@ -34,15 +39,18 @@ import platform
 import threading
 from dataclasses import dataclass
 
+import numpy as np
+
 log = logging.getLogger(__name__)
 
 ENV = "NNRT_ORT_INT8_KERNELS"
-CHOICES = ("auto", "u8s8", "s8s8")
+CHOICES = ("auto", "u8s8", "s8s8", "numpy")
 
 
 class Int8Form(enum.Enum):
     U8S8 = "u8s8"
     S8S8 = "s8s8"
+    NUMPY = "numpy"  # neither is exact here: quantised nodes run on the numpy kernels
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,11 @@ class Int8Kernels:
     def unsigned_activations(self) -> bool:
         """Whether int8 activations are presented to onnxruntime as uint8."""
         return self.form is Int8Form.U8S8
+
+    @property
+    def lowered(self) -> bool:
+        """Whether quantised nodes go to onnxruntime at all."""
+        return self.form is not Int8Form.NUMPY
 
     def describe(self) -> str:
         return f"{self.form.value} ({'forced: ' if self.forced else ''}{self.reason})"
@@ -92,6 +105,7 @@ def _x86_64() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64")
 
 
+@functools.cache
 def vnni() -> str | None:
     """The VNNI extension the OS lets this process use ('AVX512-VNNI', 'AVX-VNNI'), None
     without; raises OSError where CPUID cannot be run."""
@@ -140,17 +154,70 @@ def detect() -> Int8Kernels:
 
 
 def choose(option: str | None) -> Int8Kernels:
-    """The form `--int8-kernels` (else $NNRT_ORT_INT8_KERNELS, else auto) asks for."""
+    """The form `--int8-kernels` (else $NNRT_ORT_INT8_KERNELS, else auto) asks for; auto:
+    the detected form, verified (`inexact`), else the next exact one down to numpy."""
     value = (option or os.environ.get(ENV) or "auto").lower()
     if value not in CHOICES:
         raise ValueError(f"int8 kernels {value!r} is not one of {', '.join(CHOICES)}")
-    if value == "auto":
-        return detect()
     detected = detect()
-    form = Int8Form(value)
-    if form is detected.form:
-        return Int8Kernels(form, detected.reason, forced=True)
-    return Int8Kernels(form, f"detected {detected.describe()}", forced=True)
+    if value != "auto":
+        form = Int8Form(value)
+        reason = detected.reason if form is detected.form else f"detected {detected.describe()}"
+        off = inexact(form)
+        if off:
+            log.warning("onnxruntime's %s int8 kernels are inexact on this CPU (%s), as forced",
+                        form.value, off)
+        return Int8Kernels(form, reason, forced=True)
+    failures = []
+    for form in dict.fromkeys([detected.form, Int8Form.S8S8, Int8Form.NUMPY]):
+        off = inexact(form)
+        if off is None:
+            if not failures:
+                return detected
+            return Int8Kernels(form, f"detected {detected.describe()}, but " + "; ".join(failures))
+        failures.append(f"{form.value} failed its check ({off})")
+        log.error("onnxruntime's %s int8 kernels failed their check on this CPU: %s",
+                  form.value, off)
+    raise AssertionError("the numpy kernels need no check")
+
+
+def inexact(form: Int8Form) -> str | None:
+    """What onnxruntime's kernels of `form` got wrong in a full-range int8 product on this
+    CPU (MatMulInteger [64, 256] × [256, 64] against int64 arithmetic; ~10 ms, once per
+    process), None when exact. U8S8 without VNNI gets ~99 % of the sums wrong."""
+    if form is Int8Form.NUMPY:
+        return None
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    unsigned = form is Int8Form.U8S8
+    a = (rng.integers(0, 256, (64, 256)).astype(np.uint8) if unsigned else
+         rng.integers(-128, 128, (64, 256)).astype(np.int8))
+    b = rng.integers(-127, 128, (256, 64)).astype(np.int8)
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "int8_check",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8 if unsigned else TensorProto.INT8,
+                                       a.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+        [numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 4
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        got = session.run(None, {"a": a})[0]
+    except Exception as exc:  # onnxruntime without the kernel: not usable either
+        return f"onnxruntime refused the check: {str(exc).splitlines()[0][:200]}"
+    want = a.astype(np.int64) @ b.astype(np.int64)
+    wrong = got.astype(np.int64) != want
+    if not wrong.any():
+        return None
+    return (f"{np.count_nonzero(wrong)} of {wrong.size} int32 sums wrong, up to "
+            f"{int(np.abs(got.astype(np.int64) - want).max())} off")
 
 
 _lock = threading.Lock()
