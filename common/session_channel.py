@@ -40,7 +40,10 @@ socket). The handshake and messages (JSON objects, one per packet):
    buffers. An nnrt addition beyond HDI, for cancelled asynchronous runs.
 
 A malformed message gets `{"seq": s, "returnCode": 3}` (NNRT_INVALID_PARAMETER) and one log
-line; fds attached to a message that takes none are closed. Every packet is answered or
+line; fds attached to a message that takes none are closed, and so are those of a message
+that cannot be parsed or answered, whatever the failure. A message is one flat JSON object:
+one with more than `MAX_JSON_CONTAINERS` objects and arrays is refused before it is parsed,
+so no nesting can drive the parser into deep recursion. Every packet is answered or
 the session closed: a Run packet shorter than its header (whose seq cannot be read) gets
 `{"seq": null, "returnCode": 3}`; an empty packet reads as end of file and ends the session.
 
@@ -54,6 +57,11 @@ Flow control (server/sessions.py), so that no client can stall another:
   credentials (SO_PEERCRED, and SO_PEERGROUPS for its supplementary groups); a refused
   client gets `{"returnCode": -19, "reason": "..."}` (HDF_ERR_NOPERM) instead of a session,
   and the connection is closed.
+- So does a uid that already has `--max-sessions-per-uid` sessions open (default 64, root
+  included); a uid's sessions together hold at most `--max-uid-memory-mb` of shared memory
+  (default: half the driver's budget), beyond which NNRT_OUT_OF_MEMORY.
+- Replies carrying fds (fetch) that wait for a client's socket are bounded too (64): a
+  client that fetches without reading is dropped before it makes the driver hold more.
 """
 
 from __future__ import annotations
@@ -74,6 +82,10 @@ RUN_REQUEST = struct.Struct("<QII")  # seq, timeout in ms, think time in µs
 NO_THINK_TIME = 0xFFFFFFFF  # the client has no earlier reply to count from
 RUN_REPLY = struct.Struct("<QB")  # seq, flags
 REPLY_POLL = 1  # flag: answered at once, no other session active: poll for the next reply
+# Objects and arrays ("{" and "[", counted in strings too) a JSON message may hold: ours hold
+# one; the bound keeps json's recursive parser (and the encoder of an echoed value) far from
+# the interpreter's recursion limit, which `[` * 60000 would otherwise reach.
+MAX_JSON_CONTAINERS = 16
 
 
 def encode_message(message: dict[str, Any]) -> bytes:
@@ -133,14 +145,21 @@ def receive_packet(sock: socket.socket,
 
 
 def parse_message(data: bytes, fds: Sequence[int] = ()) -> dict[str, Any]:
-    """The JSON object of a packet; ValueError (fds closed) for anything else."""
+    """The JSON object of a packet; ValueError for anything else, whatever the parser raised
+    (`fds` closed on every failure: the packet's sender must not pin them in this process)."""
     try:
+        containers = data.count(b"{") + data.count(b"[")
+        if containers > MAX_JSON_CONTAINERS:
+            raise ValueError(f"{containers} JSON objects or arrays, more than the "
+                             f"{MAX_JSON_CONTAINERS} a message may hold")
         message = json.loads(data)
         if not isinstance(message, dict):
             raise ValueError("not a JSON object")
-    except ValueError:
+    except BaseException as exc:
         close_fds(fds)
-        raise
+        if isinstance(exc, ValueError) or not isinstance(exc, Exception):
+            raise
+        raise ValueError(f"unparsable ({type(exc).__name__}: {exc})") from exc
     return message
 
 

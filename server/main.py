@@ -48,8 +48,8 @@ from nnrt.server.faults import FaultInjection
 from nnrt.server.host import STALL_TIMEOUT, DriverAlreadyRunning, DriverHost
 from nnrt.server.journal import JournalFormatter, stderr_is_journal
 from nnrt.common.runtime_dir import DriverLock, NameLocked, UnsafeRuntimeDir, runtime_dir
-from nnrt.server.sessions import (DEFAULT_MAX_RUNS_PER_SESSION, MAX_SPIN_US, SPIN_S,
-                                  ChannelPolicy)
+from nnrt.server.sessions import (DEFAULT_MAX_RUNS_PER_SESSION, DEFAULT_MAX_SESSIONS_PER_UID,
+                                  MAX_SPIN_US, SPIN_S, ChannelPolicy)
 
 log = logging.getLogger("nnrt.driver")
 
@@ -92,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     budgets.add_argument("--max-session-memory-mb", type=int, default=None, metavar="N",
                          help="shared memory one session may hold (default: a quarter of the "
                               "driver's budget)")
+    budgets.add_argument("--max-uid-memory-mb", type=int, default=None, metavar="N",
+                         help="shared memory the sessions of one peer uid may hold together "
+                              "(default: half the driver's budget, so one user never takes "
+                              "what the others need)")
     budgets.add_argument("--max-model-memory-mb", type=int, default=None, metavar="N",
                          help="memory one run of a prepared model may write, worked out by "
                               "shape inference at prepare, or at each run for dynamic inputs "
@@ -103,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="Runs of one session in flight on the session channel; one "
                               "more is answered NNRT_DEVICE_BUSY at once (default "
                               f"{DEFAULT_MAX_RUNS_PER_SESSION})")
+    channel.add_argument("--max-sessions-per-uid", type=int,
+                         default=DEFAULT_MAX_SESSIONS_PER_UID, metavar="N",
+                         help="sessions one peer uid may have open at once, root included; "
+                              "one more is refused (HDF_ERR_NOPERM, with the reason) "
+                              f"(default {DEFAULT_MAX_SESSIONS_PER_UID})")
     channel.add_argument("--spin-us", type=int, default=round(SPIN_S * 1e6), metavar="US",
                          help="after answering a quick Run of the only active session on its "
                               "own thread, poll up to this many µs for that client's next "
@@ -174,6 +183,8 @@ def parse_args(argv: list[str] | None,
             parser.error(f"--{option.replace('_', '-')} must be >= 0")
     if args.max_runs_per_session < 1:
         parser.error("--max-runs-per-session must be >= 1")
+    if args.max_sessions_per_uid < 1:
+        parser.error("--max-sessions-per-uid must be >= 1")
     if not 0 <= args.spin_us <= MAX_SPIN_US:
         parser.error(f"--spin-us must be between 0 and {MAX_SPIN_US}")
     if any(i < 0 for i in args.allow_uid + args.allow_gid):
@@ -194,7 +205,8 @@ def parse_args(argv: list[str] | None,
         parser.error("--fault-exit-on-run-probability must be within [0, 1]")
     if args.kind != "gpu" and (args.cl_device is not None or args.gpu_memory_mb is not None):
         parser.error("--cl-device and --gpu-memory-mb are options of the gpu driver")
-    for option in ("max_driver_memory_mb", "max_session_memory_mb", "max_model_memory_mb"):
+    for option in ("max_driver_memory_mb", "max_session_memory_mb", "max_uid_memory_mb",
+                   "max_model_memory_mb"):
         if getattr(args, option) is not None and getattr(args, option) <= 0:
             parser.error(f"--{option.replace('_', '-')} must be > 0")
     if args.gpu_memory_mb is not None and args.gpu_memory_mb <= 0:
@@ -295,6 +307,9 @@ def configure_budgets(args: argparse.Namespace) -> None:
 def channel_policy(args: argparse.Namespace) -> ChannelPolicy:
     """The session channel's limits the options ask for."""
     return ChannelPolicy(max_runs_per_session=args.max_runs_per_session,
+                         max_sessions_per_uid=args.max_sessions_per_uid,
+                         max_uid_memory=None if args.max_uid_memory_mb is None
+                         else args.max_uid_memory_mb << 20,
                          allow_uids=frozenset(args.allow_uid),
                          allow_gids=frozenset(args.allow_gid),
                          spin_s=args.spin_us / 1e6 if usable_cores() > 1 else 0.0)

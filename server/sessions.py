@@ -22,6 +22,16 @@ make it wait or die (the decisions of a system service: gRPC core, binder):
 - `--allow-uid` / `--allow-gid` restrict who may open a session (SO_PEERCRED at accept,
   SO_PEERGROUPS for supplementary groups); without a session no HDI method that needs one
   works, so this is the one door to check.
+- Each peer uid (SO_PEERCRED) is one principal, whatever its processes and sessions
+  (`UidLedger`): at most `--max-sessions-per-uid` sessions open at once (64 by default; one
+  more is refused at the door with HDF_ERR_NOPERM and the reason, logged at WARNING at most
+  every 10 s), and its sessions' shared memory together within `--max-uid-memory-mb` (half
+  the driver's shared-memory budget by default: no user can take what the others need;
+  beyond, NNRT_OUT_OF_MEMORY). Root is a uid like any other.
+- A packet's fds are closed on every path that does not keep them, the failures included
+  (an unparsable packet is answered NNRT_INVALID_PARAMETER and the session goes on), and so
+  are the fds duplicated for a reply that cannot be sent. Replies carrying fds that wait for
+  a client's socket are bounded (`MAX_QUEUED_FDS`) like the rest of its queue.
 """
 
 from __future__ import annotations
@@ -47,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.common import session_channel as channel
-from nnrt.server.buffers import BufferTable, SharedRegion
+from nnrt.server.buffers import MIB, BufferTable, SharedRegion, process_budget
 from nnrt.server.device import PreparedModel
 from nnrt.common.errors import (
     HDF_ERR_NOPERM,
@@ -85,11 +95,15 @@ class PreparedEntry:
 
 
 class Session:
-    def __init__(self, session_id: int, token: str, peer_pid: int | None) -> None:
+    def __init__(self, session_id: int, token: str, peer_pid: int | None,
+                 uid: int | None = None, budget: UidShare | None = None) -> None:
+        """`budget`: what its regions are charged to (its uid's share, then the process's
+        budgets); None: the process's budgets alone."""
         self.id = session_id
         self.token = token
         self.peer_pid = peer_pid
-        self.buffers = BufferTable()
+        self.uid = uid  # the peer's, at connect (SO_PEERCRED); None when opened in-process
+        self.buffers = BufferTable(budget)  # type: ignore[arg-type]  # UidShare charges alike
         self._prepared: dict[int, PreparedEntry] = {}
         self._next_model_id = itertools.count(1)
         self._lock = threading.Lock()
@@ -189,8 +203,9 @@ class SessionRegistry:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
-    def open(self, peer_pid: int | None) -> Session:
-        session = Session(next(self._ids), secrets.token_hex(16), peer_pid)
+    def open(self, peer_pid: int | None, uid: int | None = None,
+             budget: UidShare | None = None) -> Session:
+        session = Session(next(self._ids), secrets.token_hex(16), peer_pid, uid, budget)
         with self._lock:
             self._by_token[session.token] = session
         return session
@@ -212,6 +227,111 @@ class SessionRegistry:
     def sessions(self) -> list[Session]:
         with self._lock:
             return list(self._by_token.values())
+
+
+DEFAULT_MAX_SESSIONS_PER_UID = 64  # sessions one uid may have open; one more is refused
+UID_MEMORY_FRACTION = 0.5  # of the driver's shared-memory budget: one uid's default share
+
+
+def default_uid_memory_limit() -> int:
+    """One uid's default share: half the driver's shared-memory budget (as configured), so
+    that however many sessions one user opens, the other users find the other half."""
+    return int(process_budget().driver_limit * UID_MEMORY_FRACTION)
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes} bytes ({nbytes / MIB:.1f} MiB)"
+
+
+class UidLedger:
+    """What each peer uid holds across all its sessions, against the per-uid limits: the
+    sessions it has open (`admit`/`leave`) and the shared memory its sessions' regions map
+    (`share(uid)`, what their BufferTables charge). Accounts exist only while something is
+    held; a region still mapped after its session ended (borrowed by a Run) still counts."""
+
+    def __init__(self, max_sessions: int, memory_limit: int) -> None:
+        self.max_sessions = max_sessions
+        self.memory_limit = memory_limit
+        self._sessions: dict[int, int] = {}
+        self._held: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, uid: int) -> int | None:
+        """Count one more session of `uid`; None when it has `max_sessions` open already,
+        else how many it has now."""
+        with self._lock:
+            count = self._sessions.get(uid, 0)
+            if count >= self.max_sessions:
+                return None
+            self._sessions[uid] = count + 1
+            return count + 1
+
+    def leave(self, uid: int) -> None:
+        with self._lock:
+            count = self._sessions.get(uid, 0) - 1
+            if count > 0:
+                self._sessions[uid] = count
+            else:
+                self._sessions.pop(uid, None)
+
+    def sessions(self, uid: int) -> int:
+        return self._sessions.get(uid, 0)
+
+    def held(self, uid: int) -> int:
+        """Bytes of shared memory the sessions of `uid` hold."""
+        return self._held.get(uid, 0)
+
+    def share(self, uid: int) -> UidShare:
+        return UidShare(self, uid)
+
+    def charge(self, uid: int, table: BufferTable, nbytes: int) -> Callable[[], None]:
+        """Count `nbytes` against the uid's share and the process's budgets (the session's,
+        the driver's); returns the function that gives them back (once).
+        DriverError(NNRT_OUT_OF_MEMORY) when over a limit, the first one met named: the
+        session's, the driver's, the uid's share."""
+        with self._lock:
+            give_back_budget = process_budget().charge(table, nbytes)
+            held = self._held.get(uid, 0)
+            if held + nbytes > self.memory_limit:
+                give_back_budget()
+                raise self._over_share(uid, held, nbytes)
+            self._held[uid] = held + nbytes
+        given_back = False
+
+        def give_back() -> None:
+            nonlocal given_back
+            with self._lock:
+                if given_back:
+                    return
+                given_back = True
+                left = self._held.get(uid, 0) - nbytes
+                if left > 0:
+                    self._held[uid] = left
+                else:
+                    self._held.pop(uid, None)
+            give_back_budget()
+
+        return give_back
+
+    def _over_share(self, uid: int, held: int, nbytes: int) -> DriverError:
+        return DriverError(
+            NNRT_OUT_OF_MEMORY,
+            f"a region of {_mib(nbytes)} exceeds uid {uid}'s share of the driver's "
+            f"shared-memory budget: its {self.sessions(uid)} session(s) hold {_mib(held)} of "
+            f"{_mib(self.memory_limit)} (--max-uid-memory-mb)")
+
+
+class UidShare:
+    """The budget a session's BufferTable charges: its uid's share (`UidLedger.charge`)."""
+
+    __slots__ = ("ledger", "uid")
+
+    def __init__(self, ledger: UidLedger, uid: int) -> None:
+        self.ledger = ledger
+        self.uid = uid
+
+    def charge(self, table: BufferTable, nbytes: int) -> Callable[[], None]:
+        return self.ledger.charge(self.uid, table, nbytes)
 
 
 # Serves one Run packet of a session: (session, RunRequest bytes, deadline, cancelled) ->
@@ -245,6 +365,9 @@ SOLO_S = 0.002
 DEFAULT_MAX_RUNS_PER_SESSION = 64  # Runs of one session in flight; beyond: NNRT_DEVICE_BUSY
 MAX_QUEUED_PACKETS = 4096  # replies a connection may have waiting for its socket ...
 MAX_QUEUED_BYTES = 4 << 20  # ... and their bytes; beyond either the session is dropped
+# ... and the fds attached to them (fetch replies, each a duplicate in this process's fd
+# table): a client that fetches without reading would otherwise hold 4096 fds a session.
+MAX_QUEUED_FDS = 64
 ACCEPT_BACKOFF_INITIAL = 0.01  # s; doubled per failed accept() in a row ...
 ACCEPT_BACKOFF_MAX = 1.0  # ... up to this (gRPC core retries a failing accept every 1 s)
 SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux >= 4.13
@@ -269,6 +392,9 @@ class ChannelPolicy:
     allow_gids: frozenset[int] = frozenset()  # open the (0660) socket
     max_queued_packets: int = MAX_QUEUED_PACKETS
     max_queued_bytes: int = MAX_QUEUED_BYTES
+    max_queued_fds: int = MAX_QUEUED_FDS
+    max_sessions_per_uid: int = DEFAULT_MAX_SESSIONS_PER_UID
+    max_uid_memory: int | None = None  # bytes; None: default_uid_memory_limit()
     spin_s: float = SPIN_S  # 0: the channel's thread never polls (--spin-us)
 
     @property
@@ -354,7 +480,9 @@ class _Connection:
         self._send_lock = threading.Lock()
         self._queue: deque[tuple[bytes, list[int]]] = deque()
         self._queued_bytes = 0
+        self._queued_fds = 0
         self._wake = wake
+        self.admitted_uid: int | None = None  # counted in the UidLedger until the session ends
 
     def begin_run(self, seq: int) -> str:
         """"ok" (counted in flight), "busy" (at the session's cap) or "ended"."""
@@ -394,20 +522,21 @@ class _Connection:
             close = self.runs == 0
         with self._send_lock:  # a send past its check of `ended` finishes first
             dropped, self._queue = list(self._queue), deque()
-            self._queued_bytes = 0
+            self._queued_bytes = self._queued_fds = 0
         for _, fds in dropped:
             channel.close_fds(fds)
         if close:
             self.sock.close()
 
-    def queued(self) -> tuple[int, int]:
-        """(packets, bytes) waiting for the socket."""
+    def queued(self) -> tuple[int, int, int]:
+        """(packets, bytes, fds) waiting for the socket."""
         with self._send_lock:
-            return len(self._queue), self._queued_bytes
+            return len(self._queue), self._queued_bytes, self._queued_fds
 
     def send(self, data: bytes, fds: Sequence[int] = ()) -> None:
         """Send one packet or queue it; never blocks. Takes `fds` (closed once sent or
-        dropped: they are our duplicates, the client gets its own)."""
+        dropped, or when the packet cannot be sent at all: they are our duplicates, the
+        client gets its own)."""
         notify = False
         with self._send_lock:
             if self.ended or self.overflowed:
@@ -418,21 +547,26 @@ class _Connection:
                     channel.send_packet(self.sock, data, fds)
                 except BlockingIOError:
                     pass
-                except OSError:
-                    # The client went away: its end of file ends the session.
+                except BaseException as exc:
+                    # OSError: the client went away, its end of file ends the session.
+                    # Anything else is a bug, raised for the caller to log; no fd stays.
                     channel.close_fds(fds)
-                    return
+                    if isinstance(exc, OSError):
+                        return
+                    raise
                 else:
                     channel.close_fds(fds)
                     return
             if (len(self._queue) >= self.policy.max_queued_packets
-                    or self._queued_bytes + len(data) > self.policy.max_queued_bytes):
+                    or self._queued_bytes + len(data) > self.policy.max_queued_bytes
+                    or self._queued_fds + len(fds) > self.policy.max_queued_fds):
                 self.overflowed = True
                 channel.close_fds(fds)
                 notify = True
             else:
                 self._queue.append((data, list(fds)))
                 self._queued_bytes += len(data)
+                self._queued_fds += len(fds)
                 notify = not self.writing
                 self.writing = True
         if notify:
@@ -451,10 +585,11 @@ class _Connection:
                     for _, queued_fds in self._queue:
                         channel.close_fds(queued_fds)
                     self._queue.clear()
-                    self._queued_bytes = 0
+                    self._queued_bytes = self._queued_fds = 0
                     break
                 self._queue.popleft()
                 self._queued_bytes -= len(data)
+                self._queued_fds -= len(fds)
                 channel.close_fds(fds)
             self.writing = False
 
@@ -502,7 +637,16 @@ class SessionChannelServer:
         self._accept_failing_since = 0.0
         self._accept_resume: float | None = None  # when the listener is polled again
         self._refusal_log = _RateLimitedLog()
+        self._session_cap_log = _RateLimitedLog()
         self._error_log = _RateLimitedLog()
+        self.uids = UidLedger(
+            self.policy.max_sessions_per_uid,
+            default_uid_memory_limit() if self.policy.max_uid_memory is None
+            else self.policy.max_uid_memory)
+        log.info("session channel: per uid at most %d sessions (--max-sessions-per-uid) and "
+                 "%s of shared memory (--max-uid-memory-mb%s)", self.uids.max_sessions,
+                 _mib(self.uids.memory_limit), ": default, half the driver's budget"
+                 if self.policy.max_uid_memory is None else "")
         self._stopping = False
         self._packet = bytearray(channel.MAX_PACKET)  # what the selector thread reads into
         self._spin_next = False  # poll for the next packet before sleeping (`_spin`)
@@ -646,10 +790,11 @@ class SessionChannelServer:
         if not connection.registered:
             return
         if connection.overflowed:
-            packets, nbytes = connection.queued()
+            packets, nbytes, fds = connection.queued()
             log.warning("session %d (pid %s): dropped: it does not read its replies (%d "
-                        "packets, %d bytes waiting, the limit)", connection.session.id,
-                        connection.session.peer_pid, packets, nbytes)
+                        "packets, %d bytes, %d fds waiting: a limit reached)",
+                        connection.session.id, connection.session.peer_pid, packets, nbytes,
+                        fds)
             self._end(connection)
             return
         events = selectors.EVENT_READ | (selectors.EVENT_WRITE if connection.writing else 0)
@@ -697,31 +842,52 @@ class SessionChannelServer:
         self._selector.unregister(self._listener)
         self._accept_resume = now + delay
 
+    @staticmethod
+    def _refuse(sock: socket.socket, reason: str) -> None:
+        """Answer a connection HDF_ERR_NOPERM with the reason instead of a session; close it."""
+        try:
+            sock.send(channel.encode_message({"returnCode": HDF_ERR_NOPERM, "reason": reason}))
+        except OSError:
+            pass
+        sock.close()
+
     def _open(self, sock: socket.socket) -> None:
         sock.setblocking(False)
         pid, uid, gid = peer_credentials(sock)
         if self.policy.restricted and not self.policy.allows(uid, peer_groups(sock, gid)):
             reason = (f"uid {uid} gid {gid} may not use this driver (it serves only "
                       "--allow-uid / --allow-gid)")
-            try:
-                sock.send(channel.encode_message({"returnCode": HDF_ERR_NOPERM,
-                                                  "reason": reason}))
-            except OSError:
-                pass
-            sock.close()
+            self._refuse(sock, reason)
             self._refusal_log(logging.WARNING, "session channel: refused pid %d: %s",
                               pid, reason)
             return
-        session = self.registry.open(pid)
-        connection = _Connection(sock, session, self.policy, self._request)
-        connection.send(channel.encode_message(
-            {"protocol": channel.PROTOCOL_VERSION, "session": session.token,
-             "sessionId": session.id}))
-        connection.events = selectors.EVENT_READ
-        self._selector.register(sock, connection.events, connection)
+        count = self.uids.admit(uid)
+        if count is None:
+            reason = (f"uid {uid} has {self.uids.max_sessions} sessions open, the most one uid "
+                      "may have (--max-sessions-per-uid): end one first")
+            self._refuse(sock, reason)
+            self._session_cap_log(logging.WARNING, "session channel: refused pid %d: %s",
+                                  pid, reason)
+            return
+        session = None
+        try:
+            session = self.registry.open(pid, uid, self.uids.share(uid))
+            connection = _Connection(sock, session, self.policy, self._request)
+            connection.admitted_uid = uid
+            connection.send(channel.encode_message(
+                {"protocol": channel.PROTOCOL_VERSION, "session": session.token,
+                 "sessionId": session.id}))
+            connection.events = selectors.EVENT_READ
+            self._selector.register(sock, connection.events, connection)
+        except BaseException:  # the caller closes the socket
+            if session is not None:
+                self.registry.close(session)
+            self.uids.leave(uid)
+            raise
         connection.registered = True
         self._update(connection)
-        log.info("session %d opened by pid %d (uid %d)", session.id, pid, uid)
+        log.info("session %d opened by pid %d (uid %d, its session %d of at most %d)",
+                 session.id, pid, uid, count, self.uids.max_sessions)
 
     def _end(self, connection: _Connection) -> None:
         if connection is self._last_served:  # keep no ended session alive from here
@@ -731,6 +897,9 @@ class SessionChannelServer:
             self._selector.unregister(connection.sock)
         connection.end()
         self.registry.close(connection.session)
+        uid, connection.admitted_uid = connection.admitted_uid, None
+        if uid is not None:
+            self.uids.leave(uid)
 
     def _serve(self, connection: _Connection) -> None:
         session = connection.session
@@ -764,10 +933,25 @@ class SessionChannelServer:
             return
         if message.get("op") == "cancel":
             channel.close_fds(fds)
-            connection.send(channel.encode_message(self._cancel(connection, message)))
+            self._reply(connection, self._cancel(connection, message))
             return
         reply, out_fds = self._handle(session, message, fds)
-        connection.send(channel.encode_message(reply), out_fds)
+        self._reply(connection, reply, out_fds)
+
+    @staticmethod
+    def _reply(connection: _Connection, reply: dict[str, Any], fds: Sequence[int] = ()) -> None:
+        """Send a JSON reply with `fds` (ours: duplicates made for it) attached; they are
+        closed whatever happens to the reply (`_Connection.send` from its hand-over on)."""
+        try:
+            packet = channel.encode_message(reply)
+        except Exception as exc:  # e.g. a seq echoed back that JSON cannot say
+            channel.close_fds(fds)
+            log.warning("session %d: reply cannot be encoded (%s): NNRT_INVALID_PARAMETER",
+                        connection.session.id, exc)
+            connection.send(channel.encode_message(
+                {"seq": None, "returnCode": NNRT_INVALID_PARAMETER}))
+            return
+        connection.send(packet, fds)
 
     @staticmethod
     def _cancel(connection: _Connection, message: dict[str, Any]) -> dict[str, Any]:
@@ -874,10 +1058,16 @@ class SessionChannelServer:
                 buffer_id = message.get("bufferId")
                 if not isinstance(buffer_id, int):
                     raise DriverError(NNRT_INVALID_PARAMETER, "fetch needs an integer bufferId")
-                # A duplicate, so that a concurrent ReleaseBuffer cannot close the fd under us.
-                with session.buffers.borrow([buffer_id]) as (region,):
-                    fd = os.dup(region.fd)
-                return {"seq": seq, "returnCode": NNRT_SUCCESS}, [fd]
+                # A duplicate, so that a concurrent ReleaseBuffer cannot close the fd under us;
+                # closed if the borrow's end fails after it was made (`_reply` owns it after).
+                duplicate: list[int] = []
+                try:
+                    with session.buffers.borrow([buffer_id]) as (region,):
+                        duplicate.append(os.dup(region.fd))
+                except BaseException:
+                    channel.close_fds(duplicate)
+                    raise
+                return {"seq": seq, "returnCode": NNRT_SUCCESS}, duplicate
             if op == "import":
                 if len(fds) != 1:
                     channel.close_fds(fds)

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -25,7 +26,7 @@ from google.protobuf import empty_pb2
 
 from nnrt.protos import admin_pb2_grpc
 from nnrt.common.errors import NNRT_DEVICE_BUSY, NNRT_SUCCESS
-from tests.conftest import memfd_mappings, open_fds, wait_until
+from tests.conftest import RunningDriver, memfd_mappings, open_fds, start_driver, wait_until
 from tests.helpers.channel_load import FLOODER, ROOT, Steady, rss_mb
 
 LOAD_PROCESSES = 4
@@ -89,6 +90,16 @@ LOAD_CLIENT = textwrap.dedent("""
         client.close()
     print(json.dumps(result), flush=True)
 """)
+
+
+@pytest.fixture
+def driver(runtime_dir: Path) -> Iterator[RunningDriver]:
+    """A CPU driver serving all of this test's sessions: one uid stands for the 200 clients
+    here, beyond the default --max-sessions-per-uid (64) a driver grants one uid."""
+    running = start_driver(runtime_dir, "cpu", "--max-sessions-per-uid",
+                           str(LOAD_PROCESSES * SESSIONS_PER_PROCESS + 2))
+    yield running
+    running.stop()
 
 
 def _threads(pid: int) -> int:
