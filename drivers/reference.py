@@ -19,8 +19,16 @@ a 4-byte input and a Tile can ask for gigabytes. Decisions:
 * Static input shapes: checked once, at prepare. Dynamic input shapes: the bound at
   GetInputDimRanges' maximum would refuse nearly every dynamic model, so the check runs at
   each run for its concrete shapes, before any kernel allocates (NNRT_OUT_OF_MEMORY for that
-  run only). A dimension that depends on tensor values (a run-time Tile multiples tensor)
-  is unknown before the node runs and counts as 0.
+  run only).
+* A dimension that depends on tensor values (Tile's run-time multiples, Range's bounds, a
+  run-time shape of Fill / ConstantOfShape / BroadcastTo / Reshape, OneHot's depth, TopK's
+  k, the count of a one-input Where, ...) is unknown before the run and counts as 0 at that
+  check. Each run then charges it, before the node that writes it computes, against what
+  the run has left of the limit (`RunAllowance`): the node's reference kernel made with the
+  run's values as its constant inputs infers its exact shapes (`infer_with_values`), as it
+  would have at prepare had they been constant; so do the nodes after it, from the sizes
+  now known (`unsized_outputs`). Beyond the limit: NNRT_OUT_OF_MEMORY for that run only,
+  nothing allocated; the prepared model keeps serving runs whose values fit.
 * The limit (`--max-model-memory-mb`) is the process's, set once at driver start
   (`configure_model_memory_limit`); the default is the default shared-memory budget of one
   session (a quarter of the driver's, server/buffers.py): what a run may make is what a
@@ -32,7 +40,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -40,7 +48,7 @@ import numpy as np
 from nnrt.drivers.cpu.kernel import Kernel, create_kernel
 from nnrt.server import buffers
 from nnrt.common.errors import NNRT_INVALID_SHAPE, NNRT_OUT_OF_MEMORY, DriverError
-from nnrt.server.graph import DYNAMIC, Graph, NodeSpec, Shape
+from nnrt.server.graph import DYNAMIC, Graph, NodeSpec, Shape, TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +100,11 @@ class RunMemory:
     largest: str = ""  # the biggest tensor, described for the log
 
 
+def _describe(spec: TensorSpec, shape: Shape, node: NodeSpec) -> str:
+    return (f"tensor {spec.index} ({spec.name!r}, {spec.dtype} {list(shape)}) of "
+            f"node {node.index} ({node.name})")
+
+
 def run_memory(graph: Graph, shapes: dict[int, Shape]) -> RunMemory:
     """Bytes of every tensor the graph's nodes write, at the inferred `shapes` (linear)."""
     total, largest_bytes, largest = 0, 0, ""
@@ -100,13 +113,12 @@ def run_memory(graph: Graph, shapes: dict[int, Shape]) -> RunMemory:
         for spec in node.outputs:
             shape = shapes.get(spec.index, spec.shape)
             if DYNAMIC in shape:
-                continue  # value-dependent: unknown before the node runs
+                continue  # value-dependent: charged by the run (`RunAllowance`)
             nbytes = math.prod(shape) * spec.dtype.itemsize
             total += nbytes
             if nbytes > largest_bytes:
                 largest_bytes = nbytes
-                largest = (f"tensor {spec.index} ({spec.name!r}, {spec.dtype} {list(shape)}) of "
-                           f"node {node.index} ({node.name})")
+                largest = _describe(spec, shape, node)
     return RunMemory(total, largest_bytes, largest)
 
 
@@ -147,6 +159,91 @@ def check_run_memory(graph: Graph, shapes: dict[int, Shape], when: str,
             f"over the limit of {limit} bytes ({limit / buffers.MIB:.1f} MiB, "
             f"--max-model-memory-mb); the largest is {need.largest}, {need.largest_bytes} bytes")
     return need
+
+
+def infer_with_values(node: NodeSpec, arrays: Sequence[np.ndarray | None]) -> list[Shape]:
+    """The output shapes of a node at a run's input values (`arrays`: per input, its value,
+    None where unknown): its reference kernel made with those values as constant inputs
+    infers them, as at prepare for a model whose values are constants. Its declared output
+    dims are not imposed (the run's shapes are what is charged). DriverError when the node
+    refuses the values (its own run then fails with its own code)."""
+    inputs = tuple(spec if value is None or spec.is_constant
+                   else replace(spec, shape=tuple(value.shape), constant=value)
+                   for spec, value in zip(node.inputs, arrays))
+    outputs = tuple(replace(spec, shape=(DYNAMIC,) * len(spec.shape)) for spec in node.outputs)
+    kernel = reference_kernel(replace(node, inputs=inputs, outputs=outputs))
+    return [tuple(int(d) for d in s) for s in kernel.infer_shapes([t.shape for t in inputs])]
+
+
+# An output that a run's shape inference left unsized, at the size it has at the run's values.
+Unsized = tuple[TensorSpec, Shape, NodeSpec]
+
+
+def unsized_outputs(steps: Sequence[ShapeInferring], values: Sequence[np.ndarray | None],
+                    shapes: dict[int, Shape]) -> list[Unsized] | None:
+    """The outputs of consecutive nodes about to run (execution order) that `shapes` (the
+    run's inference) left DYNAMIC, at their sizes for this run: from the input arrays in
+    `values` (by tensor index, None: not computed yet) and the shapes of the outputs before
+    them, with `infer_with_values` where a size depends on values. None when it cannot be
+    known before they compute: a value computed among these nodes decides a size, or a node
+    refuses its values."""
+    known: dict[int, Shape] = {}
+
+    def shape_of(spec: TensorSpec) -> Shape:
+        if spec.index in known:
+            return known[spec.index]
+        value = values[spec.index]
+        return shapes[spec.index] if value is None else value.shape
+
+    unsized: list[Unsized] = []
+    for step in steps:
+        node = step.node
+        outs = step.infer_shapes([shape_of(t) for t in node.inputs])
+        if any(DYNAMIC in s for s in outs):
+            arrays = [values[t.index] for t in node.inputs]
+            if any(a is None and not t.is_constant for a, t in zip(arrays, node.inputs)):
+                return None  # computed among these nodes
+            try:
+                outs = infer_with_values(node, arrays)
+            except DriverError as exc:
+                log.debug("node %d (%s): no sizes before it runs (%s)", node.index, node.name,
+                          exc.message)
+                return None
+            if any(DYNAMIC in s for s in outs):
+                return None
+        for spec, shape in zip(node.outputs, outs):
+            shape = tuple(int(d) for d in shape)
+            known[spec.index] = shape
+            if DYNAMIC in shapes.get(spec.index, spec.shape):
+                unsized.append((spec, shape, node))
+    return unsized
+
+
+class RunAllowance:
+    """What one run may still write beyond what was counted before it started (`run_memory`
+    at its input shapes): the tensors whose size depends on values are charged here as the
+    run reaches them, before they are computed."""
+
+    def __init__(self, limit: int | None, counted: RunMemory) -> None:
+        self.limit = model_memory_limit() if limit is None else limit
+        self.used = counted.total_bytes
+
+    def charge(self, outputs: Sequence[Unsized]) -> None:
+        """Count these outputs; DriverError(NNRT_OUT_OF_MEMORY) with the sizes when they
+        would take the run over its limit (nothing counted then)."""
+        need = 0
+        for spec, shape, node in outputs:
+            nbytes = math.prod(shape) * spec.dtype.itemsize
+            need += nbytes
+            if self.used + need > self.limit:
+                left = self.limit - self.used
+                raise DriverError(
+                    NNRT_OUT_OF_MEMORY,
+                    f"run: {_describe(spec, shape, node)}, sized by this run's values, would "
+                    f"need {nbytes} bytes ({nbytes / buffers.MIB:.1f} MiB); the run has "
+                    f"{max(left, 0)} bytes left of its limit of {self.limit} bytes "
+                    f"({self.limit / buffers.MIB:.1f} MiB, --max-model-memory-mb)")
+        self.used += need
 
 
 def supported_operations(graph: Graph, accept: Callable[[NodeSpec], object]) -> list[bool | str]:

@@ -32,7 +32,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import graph_cache
 from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
 from nnrt.common.errors import NNRT_INVALID_MODEL, NNRT_INVALID_MODEL_CACHE, DriverError
-from nnrt.server.graph import Graph, Shape, TensorSpec
+from nnrt.server.graph import DYNAMIC, Graph, Shape, TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -65,22 +65,29 @@ class AccelPreparedModel(PreparedModel):
         self.output_casts = [None if s.dtype == p.dtype else s.dtype
                              for s, p in zip(self.outputs, device_graph.outputs)]
         self._durations: dict[tuple[Shape, ...], list[float]] = {}
-        if self.plan.shapes is not None:
+        if self.plan.shapes is not None and not self.plan.unsized:
             self._durations[()] = self._node_durations(self.plan.shapes)
         self._closed = False
 
     def _node_durations(self, shapes: dict[int, Shape]) -> list[float]:
+        # A tensor that only the run's own computation sizes (ExecutionPlan.sizes_at) is
+        # costed as empty: its node's launches alone.
+        shapes = {i: tuple(0 if d == DYNAMIC else d for d in s) for i, s in shapes.items()}
         costs = graph_costs(self.plan.graph, shapes, self.device.spec)
         return [c.seconds(self.device.spec, self.config.mode) for c in costs]
 
     def durations(self, inputs: Sequence[np.ndarray]) -> list[float]:
-        """Each node's simulated seconds for these inputs (cached per input shape)."""
-        if not self.plan.dynamic:
+        """Each node's simulated seconds for these inputs (cached per input shape when the
+        shapes size every tensor; sized by the run's values at each run otherwise)."""
+        if not self.plan.dynamic and not self.plan.unsized:
             return self._durations[()]
         key = tuple(tuple(a.shape) for a in inputs)
         found = self._durations.get(key)
         if found is None:
-            shapes = self.plan.infer(dict(zip(self.plan.input_ids, key)))
+            shapes = self.plan.shapes if not self.plan.dynamic else \
+                self.plan.infer(dict(zip(self.plan.input_ids, key)))
+            if any(DYNAMIC in s for s in shapes.values()):
+                return self._node_durations(self.plan.sizes_at(inputs))
             found = self._node_durations(shapes)
             if len(self._durations) >= MAX_COST_SHAPES:
                 self._durations.pop(next(iter(self._durations)))
