@@ -33,11 +33,12 @@ import pytest
 from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2
 
+from nnrt.client.core.driver import DriverClient
 from nnrt.client.core.embedded import EmbeddedDrivers
 from nnrt.common.devmgr_ctl import MAX_CONNECTIONS, ctl_path, request
 from nnrt.common.errors import HDF_ERR_NOPERM
 from nnrt.common.runtime_dir import grpc_socket
-from nnrt.protos import admin_pb2_grpc
+from nnrt.protos import admin_pb2, admin_pb2_grpc
 from nnrt.server.devmgr_config import ConfigError, parse_config
 
 from tests.conftest import health_status, start_driver, wait_until
@@ -144,8 +145,6 @@ def test_planted_modules_in_the_applications_cwd_do_not_run_in_an_embedded_drive
     try:
         (pid,) = embedded.pids
         assert os.readlink(f"/proc/{pid}/cwd") == "/"
-        from nnrt.client.core.driver import DriverClient
-
         with DriverClient.connect("cpu", directory, timeout=5) as client:  # it works
             model_id = add_model().prepare(client)
             _, x = client.allocate_buffer(16)
@@ -197,8 +196,6 @@ def test_a_hung_run_keeps_the_driver_serving_and_the_devmgr_does_not_restart_it(
     devmgrs.append(devmgr)
     before = devmgr.wait_ready("cpu")["cpu"]
     path = grpc_socket(devmgr.runtime_dir, "cpu")
-    from nnrt.client.core.driver import DriverClient
-
     client = DriverClient.connect("cpu", devmgr.runtime_dir, timeout=5)
     try:
         model_id = add_model().prepare(client)
@@ -388,8 +385,6 @@ def test_the_admin_service_follows_allow_uid_and_shows_only_the_callers_pids(bas
     driver = start_driver(rt, "cpu", "--allow-uid", "0", "--allow-uid", str(OTHER),
                           "--fault-injection")
     try:
-        from nnrt.client.core.driver import DriverClient
-
         with DriverClient.connect("cpu", rt, timeout=5) as ours:
             # a plain call (no session) on a restricted driver: refused, root's too
             with grpc.insecure_channel(f"unix:{driver.grpc_path}") as channel:
@@ -419,8 +414,6 @@ def test_the_admin_service_follows_allow_uid_and_shows_only_the_callers_pids(bas
 
 
 def set_faults_with(driver, metadata) -> int:
-    from nnrt.protos import admin_pb2
-
     with grpc.insecure_channel(f"unix:{driver.grpc_path}") as channel:
         return admin_pb2_grpc.NnrtAdminStub(channel).SetFaults(
             admin_pb2.FaultConfig(runDelayMs=1), metadata=metadata, timeout=5).returnCode
