@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from nnrt.client.commands.common import EXIT_FAILURE, EXIT_USAGE
+from nnrt.common.devmgr_cli import module_argv
 
 # device kind -> the module that compiles its offline models (run with `python -m`)
 COMPILERS = {"accel": "nnrt.drivers.accel.compile"}
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"nnrt compile: no offline format for device kind {args.device} "
               f"(kinds with one: {', '.join(sorted(COMPILERS))})", file=sys.stderr)
         return EXIT_USAGE
-    command = [sys.executable, "-m", module, str(args.model)]
+    command = [*module_argv(module), str(args.model)]
     if args.output is not None:
         command += ["-o", str(args.output)]
     if args.spec is not None:

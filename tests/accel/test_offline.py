@@ -394,6 +394,21 @@ def test_nnrt_compile_as_a_command(saved, tmp_path) -> None:
     assert out.exists()
 
 
+@pytest.mark.multiprocess
+def test_nnrt_compile_runs_no_module_planted_in_the_working_directory(saved, tmp_path,
+                                                                       monkeypatch) -> None:
+    """The compiler runs as `python -P -m`: the caller's directory is not on sys.path."""
+    from nnrt.client import cli
+
+    marker = tmp_path / "planted-ran"
+    (tmp_path / "argparse.py").write_text(f"open({str(marker)!r}, 'w').close()\n"
+                                          "raise SystemExit(9)\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["compile", str(saved), "--device", "accel", "-o", "planted.npubin",
+                     "--float16"]) == 0
+    assert (tmp_path / "planted.npubin").exists() and not marker.exists()
+
+
 # -- I/O descriptors in PrepareModelReply ------------------------------------------------------
 
 
