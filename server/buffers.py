@@ -14,6 +14,9 @@ Budgets (`SharedMemoryBudget`): every region a session registers, whichever way 
 (AllocateBuffer, the channel's `import`, exported model caches), is charged to its session
 and to the driver at `BufferTable.add`, the one door every region passes, and given back when
 the region is unmapped (not when it leaves the table: a borrowed region is still mapped).
+What a request makes the driver hold outside the regions is charged to the same budgets
+(`BufferTable.charge`): a prepared model's constants and descriptors, the cache or offline
+blobs it was built from, for the model's life (server/servicers.py).
 Beyond either limit the region is refused with NNRT_OUT_OF_MEMORY and the sizes; what is
 held keeps working. The limits are the process's (one driver per process), set once at start
 by `configure_budget` from the driver's options; the defaults are a fraction of physical
@@ -322,6 +325,13 @@ class BufferTable:
             region.release(self._lock)
             raise refusal
         return buffer_id
+
+    def charge(self, nbytes: int) -> Callable[[], None]:
+        """Count `nbytes` the driver holds for this session outside its regions (what a
+        prepared model copied out of them, its descriptors) against the same budgets as its
+        regions; returns the function that gives them back (once).
+        DriverError(NNRT_OUT_OF_MEMORY) when over a limit."""
+        return (self._budget or _budget).charge(self, nbytes)
 
     def get(self, buffer_id: int) -> SharedRegion:
         region = self._regions.get(buffer_id)

@@ -20,6 +20,9 @@
   once).
 * `--fault-slow-start-ms N`: the driver waits N ms before it claims its sockets (applied by
   main.py; start-time only, so not part of the runtime configuration).
+* `--fault-admit-delay-ms N`: every Prepare* waits N ms once the device has prepared the
+  model, before its session takes it: the end of a slow compile, during which the session
+  may close (start-time only, as the slow start).
 
 The faults in force are one immutable `Faults` value that `FaultInjection.apply` replaces
 atomically (the admin service's SetFaults); every hook reads one snapshot, so a call never
@@ -47,7 +50,8 @@ class FaultInjection:
     """The faults in force, changeable at runtime, and the hooks the servicers call."""
 
     def __init__(self, faults: Faults | None = None, *, allowed: bool | None = None,
-                 seed: int | None = None, slow_start_ms: int = 0, **fields) -> None:
+                 seed: int | None = None, slow_start_ms: int = 0, admit_delay_ms: int = 0,
+                 **fields) -> None:
         """`FaultInjection(run_delay_ms=500)` or `FaultInjection(Faults(...), allowed=True)`.
 
         `allowed` (may SetFaults change the faults?) defaults to whether any fault is set.
@@ -56,13 +60,14 @@ class FaultInjection:
             faults = Faults(**fields)
         elif fields:
             raise TypeError("give a Faults value or its fields, not both")
-        if slow_start_ms < 0:
-            raise ValueError("slow_start_ms must be >= 0")
+        if slow_start_ms < 0 or admit_delay_ms < 0:
+            raise ValueError("slow_start_ms and admit_delay_ms must be >= 0")
         self._faults = faults
         self.slow_start_ms = slow_start_ms
+        self.admit_delay_ms = admit_delay_ms
         self.seed = seed
-        self.allowed = bool(faults.any or slow_start_ms or seed is not None) if allowed is None \
-            else allowed
+        self.allowed = bool(faults.any or slow_start_ms or admit_delay_ms or seed is not None) \
+            if allowed is None else allowed
         self._random = random.Random(seed)
         self._runs = 0
         self._prepares = 0
@@ -81,6 +86,8 @@ class FaultInjection:
 
     def describe(self) -> str:
         text = self._faults.describe()
+        if self.admit_delay_ms:
+            text = f"a prepared model waits {self.admit_delay_ms} ms for its session, {text}"
         if self.slow_start_ms:
             text = f"start delayed {self.slow_start_ms} ms, {text}"
         return text
@@ -117,6 +124,13 @@ class FaultInjection:
             count = self._prepares
         if faults.exit_on_prepare and count == faults.exit_on_prepare:
             self._crash(f"Prepare #{count}")
+
+    def on_admit(self) -> None:
+        """Between the device's prepare and the session taking the model."""
+        if self.admit_delay_ms:
+            log.warning("FAULT INJECTION: a prepared model waits %d ms for its session",
+                        self.admit_delay_ms)
+            time.sleep(self.admit_delay_ms / 1000)
 
     def on_run(self, cancelled: CancelCheck) -> None:
         if not self._faults.any:

@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="flip a byte of every exported model cache")
     faults.add_argument("--fault-slow-start-ms", type=int, default=0, metavar="N",
                         help="wait N ms before claiming the sockets and serving")
+    faults.add_argument("--fault-admit-delay-ms", type=int, default=0, metavar="N",
+                        help="every Prepare* waits N ms between the device's prepare and its "
+                             "session taking the model")
     return parser
 
 
@@ -178,7 +181,7 @@ def parse_args(argv: list[str] | None,
     parser = build_parser() if parser is None else parser
     args = parser.parse_args(argv)
     for option in ("fault_run_delay_ms", "fault_exit_on_run", "fault_exit_on_prepare",
-                   "fault_slow_start_ms"):
+                   "fault_slow_start_ms", "fault_admit_delay_ms"):
         if getattr(args, option) < 0:
             parser.error(f"--{option.replace('_', '-')} must be >= 0")
     if args.max_runs_per_session < 1:
@@ -240,9 +243,10 @@ def fault_injection(args: argparse.Namespace) -> FaultInjection:
         else DEVICE_STATUS[args.fault_device_status],
     )
     allowed = (args.fault_injection or faults.any or args.fault_slow_start_ms > 0
-               or args.fault_seed is not None)
+               or args.fault_admit_delay_ms > 0 or args.fault_seed is not None)
     return FaultInjection(faults, allowed=allowed, seed=args.fault_seed,
-                          slow_start_ms=args.fault_slow_start_ms)
+                          slow_start_ms=args.fault_slow_start_ms,
+                          admit_delay_ms=args.fault_admit_delay_ms)
 
 
 def watch_lifeline(fd: int, stop: threading.Event) -> None:

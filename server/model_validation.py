@@ -5,6 +5,17 @@ DriverError with the code of hdi.md section 11. What passes is consistent: every
 range, every tensor's type, format and shape defined, every constant's bytes exactly
 dtype × dims and inside its buffer, every node's attribute message the one of its
 NodeType, each tensor produced at most once, every node input available, no cycle.
+
+What a Model may make the driver hold is bounded before the driver holds it (issue 25): a
+few bytes of descriptor become hundreds in the driver (measured: ~0.25 KiB per tensor and
+~0.9 KiB per node in the Graph, ~3 KiB more per node in onnxruntime's session), and a
+constant is a window that any number of tensors may name. So, before anything is built or
+copied: the counts are capped (`MAX_MODEL_TENSORS`, `MAX_MODEL_NODES`,
+`MAX_MODEL_NODE_INDICES`, `MAX_MODEL_QUANT_PARAMS`, `MAX_TENSOR_RANK`: NNRT_OUT_OF_MEMORY,
+NNRT_INVALID_SHAPE for the rank), and `build_graph`'s `admit` is handed every constant
+window and the descriptors' estimated bytes (`descriptor_bytes`), which the host charges
+to the session's budget (server/servicers.py). Identical windows are copied once and
+shared (read-only); each tensor still counts, since an engine may keep each one apart.
 """
 
 from __future__ import annotations
@@ -12,7 +23,8 @@ from __future__ import annotations
 import heapq
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -33,6 +45,7 @@ from nnrt.common.errors import (
     NNRT_INVALID_PRIORITY,
     NNRT_INVALID_SHAPE,
     NNRT_INVALID_TENSOR,
+    NNRT_OUT_OF_MEMORY,
     NNRT_UNSUPPORTED_OP,
     DriverError,
 )
@@ -42,6 +55,24 @@ log = logging.getLogger(__name__)
 
 # Reads the bytes of a constant: (SharedBuffer) -> bytes; raises DriverError(NNRT_MEMORY_ERROR).
 ConstantReader = Callable[[ht.SharedBuffer], bytes]
+# Called once every tensor is checked and before any constant is read, with every constant
+# tensor's window (one per tensor, identical ones included) and `descriptor_bytes` of the
+# model: raises DriverError (NNRT_OUT_OF_MEMORY, a bad window's code) to refuse the model.
+Admission = Callable[[Sequence[ht.SharedBuffer], int], None]
+
+# What one Model may describe. Far beyond real models (a large transformer has a few
+# thousand nodes), and what they cost the driver stays within a few hundred MiB.
+MAX_MODEL_TENSORS = 1 << 17
+MAX_MODEL_NODES = 1 << 16
+MAX_MODEL_NODE_INDICES = 1 << 20  # every node's inputIndex and outputIndex entries together
+MAX_MODEL_QUANT_PARAMS = 1 << 18  # every tensor's quantParams together (per channel: many)
+MAX_TENSOR_RANK = 32  # numpy's own limit in 1.x
+# What a descriptor costs the driver, as `descriptor_bytes` counts it: measured on the CPU
+# driver (Graph and onnxruntime session together), rounded up.
+TENSOR_HOST_BYTES = 1024
+NODE_HOST_BYTES = 4096
+QUANT_PARAM_HOST_BYTES = 160
+NODE_INDEX_HOST_BYTES = 16
 
 # NodeType value -> the oneof member its attributes travel in.
 _ATTR_MEMBER = {
@@ -69,7 +100,8 @@ def validate_config(config: ht.ModelConfig) -> PrepareConfig:
     )
 
 
-def _tensor(index: int, tensor: ht.Tensor, read_constant: ConstantReader) -> TensorSpec:
+def _tensor(index: int, tensor: ht.Tensor) -> TensorSpec:
+    """The tensor's spec without its constant (read later: `_read_constants`)."""
     where = f"tensor {index} ({tensor.name!r})"
     dtype = numpy_dtype(tensor.dataType)
     if dtype is None:
@@ -84,7 +116,6 @@ def _tensor(index: int, tensor: ht.Tensor, read_constant: ConstantReader) -> Ten
         if not 1 <= q.numBits <= 32 or not math.isfinite(q.scale) or q.scale < 0:
             raise DriverError(NNRT_INVALID_TENSOR, f"{where}: invalid quantParam {q}".strip())
         quant.append(QuantParam(q.numBits, q.zeroPoint, q.scale))
-    constant = None
     if tensor.data.bufferId != 0:
         if DYNAMIC in shape:
             raise DriverError(NNRT_INVALID_TENSOR, f"{where}: constant data with a dynamic shape")
@@ -94,16 +125,68 @@ def _tensor(index: int, tensor: ht.Tensor, read_constant: ConstantReader) -> Ten
                 NNRT_INVALID_TENSOR,
                 f"{where}: {tensor.data.dataSize} data bytes for {want} ({dtype} x {list(shape)})",
             )
-        raw = read_constant(tensor.data)
-        constant = np.frombuffer(raw, dtype=dtype).reshape(shape)  # read-only: bytes-backed
     return TensorSpec(index, tensor.name, tensor.dataType, dtype, shape, tensor.format,
-                      tuple(quant), constant)
+                      tuple(quant))
+
+
+def _window_key(window: ht.SharedBuffer) -> tuple[int, int, int, int]:
+    return window.bufferId, window.bufferSize, window.offset, window.dataSize
+
+
+def _read_constants(model: mt.Model, tensors: list[TensorSpec],
+                    read_constant: ConstantReader) -> None:
+    """Give each constant tensor its (read-only) array; a window that several tensors name
+    is read once and shared."""
+    read: dict[tuple[int, int, int, int], bytes] = {}
+    for i, tensor in enumerate(model.allTensors):
+        if tensor.data.bufferId == 0:
+            continue
+        key = _window_key(tensor.data)
+        raw = read.get(key)
+        if raw is None:
+            raw = read[key] = read_constant(tensor.data)
+        spec = tensors[i]
+        constant = np.frombuffer(raw, dtype=spec.dtype).reshape(spec.shape)  # read-only
+        tensors[i] = replace(spec, constant=constant)
+
+
+def check_model_size(model: mt.Model) -> None:
+    """Refuse a Model that describes more than the driver takes (the MAX_MODEL_* limits),
+    from the message's counts alone: nothing is built or copied before."""
+    counts = (
+        ("tensors", len(model.allTensors), MAX_MODEL_TENSORS),
+        ("nodes", len(model.nodes), MAX_MODEL_NODES),
+        ("node tensor indices (inputIndex and outputIndex of every node)",
+         sum(len(n.inputIndex) + len(n.outputIndex) for n in model.nodes),
+         MAX_MODEL_NODE_INDICES),
+        ("quantParams", sum(len(t.quantParams) for t in model.allTensors),
+         MAX_MODEL_QUANT_PARAMS),
+    )
+    for what, count, limit in counts:
+        if count > limit:
+            raise DriverError(NNRT_OUT_OF_MEMORY,
+                              f"the model has {count} {what}; this driver takes at most {limit}")
+    for i, tensor in enumerate(model.allTensors):
+        if len(tensor.dims) > MAX_TENSOR_RANK:
+            raise DriverError(NNRT_INVALID_SHAPE,
+                              f"tensor {i} ({tensor.name!r}) has rank {len(tensor.dims)}; "
+                              f"this driver takes at most {MAX_TENSOR_RANK}")
+
+
+def descriptor_bytes(model: mt.Model) -> int:
+    """What the driver is expected to hold for the Model's descriptors (constants apart)."""
+    return (len(model.allTensors) * TENSOR_HOST_BYTES + len(model.nodes) * NODE_HOST_BYTES
+            + sum(len(t.quantParams) for t in model.allTensors) * QUANT_PARAM_HOST_BYTES
+            + sum(len(n.inputIndex) + len(n.outputIndex) for n in model.nodes)
+            * NODE_INDEX_HOST_BYTES)
 
 
 def _indices(indices, count: int, code: int, what: str) -> list[int]:
-    out = list(indices)
-    if not out:
+    if not indices:
         raise DriverError(code, f"{what} is empty")
+    if len(indices) > count:  # before the copy: a longer list must repeat a tensor
+        raise DriverError(code, f"{what} names {len(indices)} tensors, but the model has {count}")
+    out = list(indices)
     for i in out:
         if i >= count:
             raise DriverError(code, f"{what} names tensor {i}, but the model has {count}")
@@ -200,12 +283,14 @@ def _execution_order(model: mt.Model, nodes: list[NodeSpec], inputs: list[int],
 
 
 def build_graph(model: mt.Model, read_constant: ConstantReader, *,
-                lenient_nodes: bool = False) -> Graph:
+                lenient_nodes: bool = False, admit: Admission | None = None) -> Graph:
     """Validate a Model and turn it into a Graph (constant data copied out).
 
     With `lenient_nodes` (GetSupportedOperation), a node whose type or attributes cannot be
-    decoded does not fail the call: it is listed in `Graph.undecodable` instead.
+    decoded does not fail the call: it is listed in `Graph.undecodable` instead. `admit`
+    (see Admission) may refuse the model before any constant is read.
     """
+    check_model_size(model)
     if not model.allTensors:
         raise DriverError(NNRT_INVALID_TENSOR, "the model has no tensors")
     if not model.subGraph:
@@ -215,7 +300,11 @@ def build_graph(model: mt.Model, read_constant: ConstantReader, *,
     count = len(model.allTensors)
     inputs = _indices(model.inputIndex, count, NNRT_INVALID_INPUT, "inputIndex")
     outputs = _indices(model.outputIndex, count, NNRT_INVALID_OUTPUT, "outputIndex")
-    tensors = [_tensor(i, t, read_constant) for i, t in enumerate(model.allTensors)]
+    tensors = [_tensor(i, t) for i, t in enumerate(model.allTensors)]
+    if admit is not None:
+        admit([t.data for t in model.allTensors if t.data.bufferId != 0],
+              descriptor_bytes(model))
+    _read_constants(model, tensors, read_constant)
     for i in inputs:
         if tensors[i].is_constant:
             raise DriverError(NNRT_INVALID_INPUT, f"model input tensor {i} carries constant data")

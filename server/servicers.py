@@ -19,13 +19,15 @@ from nnrt.protos import hdi_pb2_grpc as rpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import execution
 from nnrt.server.run_scheduler import RunScheduler
-from nnrt.server.buffers import SharedRegion
+from nnrt.server.buffers import MIB, SharedRegion
 from nnrt.server.device import Device, PreparedModel
 from nnrt.common.errors import (
     HDF_ERR_NOPERM,
     NNRT_CANCELLED,
     NNRT_FAILED,
     NNRT_INVALID_BUFFER,
+    NNRT_INVALID_MODEL,
+    NNRT_INVALID_MODEL_CACHE,
     NNRT_INVALID_PARAMETER,
     NNRT_MEMORY_ERROR,
     NNRT_NOT_SUPPORT,
@@ -93,20 +95,63 @@ def hdi_method(reply: type, *, session: bool = True) -> Callable:
     return wrap
 
 
+def _check_bounds(region: SharedRegion, buffer: ht.SharedBuffer, code: int) -> None:
+    if buffer.offset + buffer.dataSize > buffer.bufferSize or buffer.bufferSize != region.size:
+        raise DriverError(
+            code, f"window [{buffer.offset}, +{buffer.dataSize}) of a {region.size}-byte "
+            f"buffer declared as {buffer.bufferSize}",
+        )
+
+
+def _check_window(session: Session, buffer: ht.SharedBuffer, code: int) -> None:
+    """DriverError(code) unless the window lies inside a buffer of this session; nothing
+    is copied (a request's windows are all checked before its bytes are counted)."""
+    try:
+        region = session.buffers.get(buffer.bufferId)
+    except DriverError as exc:
+        raise DriverError(code, exc.message)
+    _check_bounds(region, buffer, code)
+
+
 def _copy_out(session: Session, buffer: ht.SharedBuffer, code: int) -> bytes:
     """The bytes of a SharedBuffer window of this session; DriverError(code) if it is bad."""
     try:
         with session.buffers.borrow([buffer.bufferId]) as (region,):
-            if buffer.offset + buffer.dataSize > buffer.bufferSize or buffer.bufferSize != region.size:
-                raise DriverError(
-                    code, f"window [{buffer.offset}, +{buffer.dataSize}) of a {region.size}-byte "
-                    f"buffer declared as {buffer.bufferSize}",
-                )
+            _check_bounds(region, buffer, code)
             return region.read(buffer.offset, buffer.dataSize)
     except DriverError as exc:
         if exc.code == NNRT_INVALID_BUFFER and code != NNRT_INVALID_BUFFER:
             raise DriverError(code, exc.message)
         raise
+
+
+# Buffers one PrepareModelFromModelCache / PrepareOfflineModel may name: the framework's
+# own limit for a model cache (hdi.md 4.1: 100 files, two of them its own). Checked before
+# anything is copied; the bytes are counted against the session's budget (_Charge).
+MAX_PREPARE_BLOBS = 98
+
+
+class _Charge:
+    """What one Prepare* (or GetSupportedOperation) makes the driver hold for its session —
+    constants, descriptors, blobs copied out of its buffers — counted against the session's
+    budgets before it is held (server/buffers.py: BufferTable.charge). Given back when the
+    prepared model is released (its entry's on_close), or at once when the call fails."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._given_back: list[Callable[[], None]] = []
+
+    def add(self, nbytes: int, what: str) -> None:
+        try:
+            self._given_back.append(self.session.buffers.charge(nbytes))
+        except DriverError as exc:
+            raise DriverError(exc.code, f"{what} would make the driver hold {nbytes} bytes "
+                              f"({nbytes / MIB:.1f} MiB) for this session, counted like a "
+                              f"region: {exc.message}")
+
+    def release(self) -> None:
+        while self._given_back:
+            self._given_back.pop()()
 
 
 class DeviceServicer(rpc.INnrtDeviceServicer):
@@ -155,14 +200,47 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
     def IsModelCacheSupported(self, request, context):
         return pb.IsSupportedReply(isSupported=self.device.capabilities.model_cache)
 
-    def _graph(self, session: Session, model, lenient_nodes: bool = False):
+    def _graph(self, session: Session, model, charge: _Charge, lenient_nodes: bool = False):
+        def admit(windows, descriptors: int) -> None:
+            for window in windows:  # a bad window's own code, before any size is counted
+                _check_window(session, window, NNRT_MEMORY_ERROR)
+            constants = sum(w.dataSize for w in windows)
+            charge.add(constants + descriptors,
+                       f"the model's {len(windows)} constants ({constants} bytes) and "
+                       f"{len(model.allTensors)} tensors, {len(model.nodes)} nodes "
+                       f"(~{descriptors} bytes)")
+
         return build_graph(model, lambda b: _copy_out(session, b, NNRT_MEMORY_ERROR),
-                           lenient_nodes=lenient_nodes)
+                           lenient_nodes=lenient_nodes, admit=admit)
+
+    @staticmethod
+    def _blobs(session: Session, windows, charge: _Charge, count_code: int,
+               what: str) -> list[bytes]:
+        """The bytes of a Prepare*'s cache / offline buffers: their count and windows
+        checked, their bytes charged, then copied (an identical window once)."""
+        if len(windows) > MAX_PREPARE_BLOBS:
+            raise DriverError(count_code, f"{len(windows)} {what}; this driver takes at most "
+                                          f"{MAX_PREPARE_BLOBS}")
+        for window in windows:
+            _check_window(session, window, NNRT_INVALID_BUFFER)
+        charge.add(sum(w.dataSize for w in windows), f"{len(windows)} {what}")
+        copies: dict[tuple[int, int, int, int], bytes] = {}
+        blobs = []
+        for w in windows:
+            key = (w.bufferId, w.bufferSize, w.offset, w.dataSize)
+            if key not in copies:
+                copies[key] = _copy_out(session, w, NNRT_INVALID_BUFFER)
+            blobs.append(copies[key])
+        return blobs
 
     @hdi_method(pb.GetSupportedOperationReply)
     def GetSupportedOperation(self, request, context, session):
-        graph = self._graph(session, request.model, lenient_nodes=True)
-        answers = self.device.supported_operations(graph)
+        charge = _Charge(session)  # held for the call only
+        try:
+            graph = self._graph(session, request.model, charge, lenient_nodes=True)
+            answers = self.device.supported_operations(graph)
+        finally:
+            charge.release()
         if len(answers) != len(graph.nodes):
             raise DriverError(NNRT_FAILED, f"device answered {len(answers)} of {len(graph.nodes)} nodes")
         ops = [a is True and i not in graph.undecodable for i, a in enumerate(answers)]
@@ -178,10 +256,25 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
         self.device.check_extensions(prepared.extensions)
         return prepared
 
-    def _admit(self, session: Session, model: PreparedModel, started: float, how: str):
-        mins, maxs = model.input_dim_ranges()
-        entry = PreparedEntry(model, mins, maxs, model.static_output_shapes())
-        model_id = session.add_prepared(entry)
+    def _admit(self, session: Session, charge: _Charge, prepare: Callable[[], PreparedModel],
+               started: float, how: str):
+        """Prepare (the device's work) and hand the model to its session. Whatever fails
+        after the device prepared it — the session closed meanwhile, above all — closes the
+        model (its device memory back) and gives back what the call charged."""
+        try:
+            model = prepare()
+            try:
+                mins, maxs = model.input_dim_ranges()
+                entry = PreparedEntry(model, mins, maxs, model.static_output_shapes(),
+                                      on_close=charge.release)
+                self.faults.on_admit()
+                model_id = session.add_prepared(entry)
+            except BaseException:
+                model.close()
+                raise
+        except BaseException:
+            charge.release()
+            raise
         log.info("session %d: prepared model %d %s in %.1f ms", session.id, model_id, how,
                  (time.monotonic() - started) * 1000)
 
@@ -199,10 +292,14 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
     def PrepareModel(self, request, context, session):
         self.faults.on_prepare()
         started = time.monotonic()
-        graph = self._graph(session, request.model)
-        config = self._config(request.config)
-        return self._admit(session, self.device.prepare(graph, config), started,
-                           f"from {len(graph.nodes)} nodes")
+        charge = _Charge(session)
+
+        def prepare() -> PreparedModel:
+            graph = self._graph(session, request.model, charge)
+            return self.device.prepare(graph, self._config(request.config))
+
+        return self._admit(session, charge, prepare, started,
+                           f"from {len(request.model.nodes)} nodes")
 
     @hdi_method(pb.PrepareModelReply)
     def PrepareModelFromModelCache(self, request, context, session):
@@ -211,18 +308,28 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
         if not self.device.capabilities.model_cache:
             raise DriverError(NNRT_NOT_SUPPORT, "this device has no model cache")
         config = self._config(request.config)
-        blobs = [_copy_out(session, b, NNRT_INVALID_BUFFER) for b in request.modelCache]
-        return self._admit(session, self.device.prepare_from_cache(blobs, config), started,
-                           "from its cache")
+        charge = _Charge(session)
+
+        def prepare() -> PreparedModel:
+            blobs = self._blobs(session, request.modelCache, charge, NNRT_INVALID_MODEL_CACHE,
+                                "model cache buffers")
+            return self.device.prepare_from_cache(blobs, config)
+
+        return self._admit(session, charge, prepare, started, "from its cache")
 
     @hdi_method(pb.PrepareModelReply)
     def PrepareOfflineModel(self, request, context, session):
         self.faults.on_prepare()
         started = time.monotonic()
         config = self._config(request.config)
-        blobs = [_copy_out(session, b, NNRT_INVALID_BUFFER) for b in request.offlineModels]
-        return self._admit(session, self.device.prepare_offline(blobs, config), started,
-                           "from an offline model")
+        charge = _Charge(session)
+
+        def prepare() -> PreparedModel:
+            blobs = self._blobs(session, request.offlineModels, charge, NNRT_INVALID_MODEL,
+                                "offline model buffers")
+            return self.device.prepare_offline(blobs, config)
+
+        return self._admit(session, charge, prepare, started, "from an offline model")
 
     @hdi_method(pb.AllocateBufferReply)
     def AllocateBuffer(self, request, context, session):

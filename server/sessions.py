@@ -92,6 +92,7 @@ class PreparedEntry:
     checked_requests: dict[bytes, CheckedRequest] = field(default_factory=dict)
     success_reply: bytes | None = None  # the serialized RunReply of a run with static shapes
     recent_run_s: float = float("inf")  # a moving average of its runs' computation
+    on_close: Callable[[], None] | None = None  # at its close: gives back what prepare charged
 
 
 class Session:
@@ -151,6 +152,8 @@ class Session:
             entry.model.close()
         except Exception:
             log.exception("closing a prepared model failed")
+        if entry.on_close is not None:
+            entry.on_close()
 
     def close(self) -> tuple[int, int]:
         """Free everything; returns (prepared models, buffers) freed."""
