@@ -53,6 +53,7 @@ from nnrt.client.capi.operation_table import OPERATIONS, ParamSpec
 from nnrt.client.capi._objects import last_failure
 from nnrt.client.core import execution
 from nnrt.client.core.device import find_device, registry
+from nnrt.client.core.hetero import auto_order
 from nnrt.client.core.driver import DriverGone
 from nnrt.client.core.buffer import allocate, release_memory
 from nnrt.client.core.errors import ConnectionLost, InvalidParameter, NNRtError
@@ -155,6 +156,28 @@ def list_devices() -> list[DeviceInfo]:
         if code == 0 and kind_code == 0:
             found.append(DeviceInfo(device_id, name, kind))
     return found
+
+
+def _devices(device: Any) -> list[Any] | None:
+    """The core's devices of a preference list or "auto" (None: one device is named)."""
+    if isinstance(device, str) and device.strip().lower() == "auto":
+        found = auto_order(registry().devices())
+        if not found:
+            raise NNRtError(OH_NN_ReturnCode.OH_NN_FAILED, "no device: no driver answers")
+        return found
+    if isinstance(device, (list, tuple)):
+        if not device:
+            raise _bad_argument("an empty list of devices")
+        available = registry().devices()
+        devices = []
+        for wanted in device:
+            found = find_device(available, wanted.id if isinstance(wanted, DeviceInfo)
+                                else wanted)
+            if found in devices:
+                raise _bad_argument(f"device {wanted!r} is named twice")
+            devices.append(found)
+        return devices
+    return None
 
 
 def _device_id(device: int | str | OH_NN_DeviceType | DeviceInfo | None) -> int:
@@ -546,19 +569,29 @@ class Model:
         self._finished = True
         return self
 
-    def compile(self, device: int | str | OH_NN_DeviceType | DeviceInfo | None = None, *,
+    def compile(self, device: Any = None, *,
                 performance: OH_NN_PerformanceMode | int | None = None,
                 priority: OH_NN_Priority | int | None = None, float16: bool = False,
                 cache_dir: str | None = None, cache_version: int = 0,
-                extensions: Mapping[str, bytes] | None = None) -> Compiled:
-        """Compile the finished model for a device (by ID, name, type, or the first one)."""
+                extensions: Mapping[str, bytes] | None = None,
+                failover: bool = True) -> Compiled:
+        """Compile the finished model for a device (by ID, name, type, or the first one),
+        or for several: a list in order of preference (`["gpu", "cpu"]`) or `"auto"` (every
+        device, accelerators before GPUs before CPUs). Over several devices each node runs on
+        the first device that supports it, and when a driver dies the runs go on over the
+        devices left (`failover=False`: they fail with OH_NN_CONNECTION_EXCEPTION instead)."""
         if not self._finished:
             raise NNRtError(OH_NN_ReturnCode.OH_NN_INVALID_PARAMETER,
                             "the model is not finished: call outputs(...) first")
+        devices = _devices(device)
         handle = _call("OH_NNCompilation_Construct", capi.OH_NNCompilation_Construct, self.handle)
-        return Compiled._build(handle, device, self._shape_plan(), performance=performance,
-                               priority=priority, float16=float16, cache_dir=cache_dir,
-                               cache_version=cache_version, extensions=extensions)
+        if devices is not None:
+            with handle.lock:
+                handle.devices, handle.failover = devices, bool(failover)
+        return Compiled._build(handle, device if devices is None else None, self._shape_plan(),
+                               performance=performance, priority=priority, float16=float16,
+                               cache_dir=cache_dir, cache_version=cache_version,
+                               extensions=extensions)
 
     def _shape_plan(self) -> _ShapePlan:
         return _ShapePlan(
@@ -805,8 +838,9 @@ class Compiled:
                cache_dir: str | None = None, cache_version: int = 0,
                extensions: Mapping[str, bytes] | None = None) -> Compiled:
         try:
-            _call("OH_NNCompilation_SetDevice", capi.OH_NNCompilation_SetDevice, handle,
-                  _device_id(device))
+            if handle.devices is None:
+                _call("OH_NNCompilation_SetDevice", capi.OH_NNCompilation_SetDevice, handle,
+                      _device_id(device))
             if performance is not None:
                 _call("OH_NNCompilation_SetPerformanceMode",
                       capi.OH_NNCompilation_SetPerformanceMode, handle, performance)
@@ -864,6 +898,20 @@ class Compiled:
         if self._handle is None:
             raise NNRtError(OH_NN_ReturnCode.OH_NN_INVALID_PARAMETER, "the compilation is closed")
         return self._handle
+
+    @property
+    def hetero(self) -> Any:
+        """Over several devices, the core's HeteroCompilation (its plans); else None."""
+        built = self.handle.built
+        return built.hetero if built is not None else None
+
+    def explain(self) -> str:
+        """The plan in words (over several devices): each step's device and nodes, why
+        nodes went where, the boundary tensors and their bytes."""
+        hetero = self.hetero
+        if hetero is None:
+            return f"one device: {self.handle.built.device.name}"
+        return hetero.explain()
 
     def export_cache(self) -> bytes:
         """The compiled model as bytes (OH_NNCompilation_ExportCacheToBuffer)."""
@@ -1024,6 +1072,13 @@ class Executor:
             finally:
                 capi.OH_NNTensorDesc_Destroy(desc)
         return ios
+
+    @property
+    def stats(self) -> Any:
+        """Over several devices, what its runs did (hetero.RunStats: steps, boundary bytes,
+        bytes copied between steps, failovers); None on one device."""
+        runner = self.handle.hetero
+        return runner.stats if runner is not None else None
 
     @property
     def handle(self) -> capi.OH_NNExecutor:

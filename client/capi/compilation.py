@@ -77,6 +77,7 @@ from nnrt.client.capi.enums import (
     OH_NN_SAVE_CACHE_EXCEPTION,
     OH_NN_SUCCESS,
     OH_NN_UNKNOWN,
+    OH_NN_UNSUPPORTED,
     OH_NN_ReturnCode,
 )
 from nnrt.client.capi.model import OH_NNModel
@@ -87,6 +88,7 @@ from nnrt.client.core.errors import NNRtError
 from nnrt.client.core.model_cache import CacheContents, CacheDir, CacheInvalid
 from nnrt.client.capi.structs import c_count, c_int
 from nnrt.client.core.device import Device
+from nnrt.client.core.hetero import HeteroCompilation
 from nnrt.client.core.driver import DriverClient, DriverGone
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_SUCCESS, code_name
@@ -130,6 +132,11 @@ class OH_NNCompilation(Handle):
         self.imported: bytes | None = None  # ImportCacheFromBuffer
         # options
         self.device_id = 0
+        # nnrt's own (no C function sets them; the Pythonic API does): several devices in
+        # preference order (client/core/hetero.py), and whether a driver's death moves runs
+        # to the devices left.
+        self.devices: list[Any] | None = None
+        self.failover = True
         self.cache_path: str | None = None
         self.cache_version = 0
         self.performance = 0
@@ -273,6 +280,8 @@ def OH_NNCompilation_ExportCacheToBuffer(compilation: OH_NNCompilation | None, b
 
 def _export(built: BuiltModel, version: int) -> tuple[OH_NN_ReturnCode, bytes | None, str]:
     """(code, the cache blob, why it failed) of a built model."""
+    if built.hetero is not None:
+        return OH_NN_UNSUPPORTED, None, "a model over several devices has no single cache blob"
     contents = built.cache
     if contents is None:
         try:
@@ -411,6 +420,8 @@ class _Options:
     priority: int
     float16: bool
     extensions: dict[str, bytes] = field(default_factory=dict)
+    devices: list[Any] | None = None
+    failover: bool = True
 
     @property
     def uses_cache(self) -> bool:
@@ -431,7 +442,7 @@ def OH_NNCompilation_Build(compilation: OH_NNCompilation | None) -> OH_NN_Return
         c.attempted = True
         options = _Options(c.model, c.offline_path, c.offline_buffer, c.imported, c.device_id,
                            c.cache_path, c.cache_version, c.performance, c.priority, c.float16,
-                           dict(c.extensions))
+                           dict(c.extensions), c.devices, c.failover)
     built = None
     try:
         built = _build(options)
@@ -456,6 +467,8 @@ def OH_NNCompilation_Build(compilation: OH_NNCompilation | None) -> OH_NN_Return
 
 
 def _build(o: _Options) -> BuiltModel:
+    if o.devices is not None:
+        return _build_hetero(o)
     device = find_device(o.device_id)
     if device is None:
         raise NNRtError(OH_NN_FAILED, f"no device with ID {o.device_id}")
@@ -487,6 +500,20 @@ def _build(o: _Options) -> BuiltModel:
                                  prefix)
     raise NNRtError(OH_NN_INVALID_PARAMETER, "a compilation for a cache has neither a cache "
                   "directory nor an imported cache")
+
+
+def _build_hetero(o: _Options) -> BuiltModel:
+    """A model over several devices (client/core/hetero.py); a model source only."""
+    if o.model is None:
+        raise NNRtError(OH_NN_INVALID_PARAMETER, "a compilation for several devices needs a "
+                        "model (not an offline model or a cache)")
+    if o.cache_path:
+        raise NNRtError(OH_NN_INVALID_PARAMETER, "a compilation for several devices keeps no "
+                        "cache directory (its partitions' caches are kept in memory)")
+    config = ht.ModelConfig(enableFloat16=o.float16, mode=o.performance, priority=o.priority,
+                            extensions=o.extensions)
+    return HeteroCompilation(o.devices, _lowered(o.model), config,
+                             failover=o.failover).build()
 
 
 def _model_name(extensions: dict[str, bytes]) -> str:

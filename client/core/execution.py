@@ -143,6 +143,8 @@ def run(model: PreparedModel, inputs: Sequence[Any], outputs: Sequence[Any],
     if not model.enter():
         raise InvalidParameter("the model is closed")
     try:
+        if model.hetero is not None:  # over several devices: its steps
+            return model.hetero.run(model, inputs, outputs, timeout, describe, ticket)
         try:
             client, model_id = model.session()
             # after a driver restart, the tensors' memfds are registered with the new session
@@ -505,6 +507,15 @@ def start(model: PreparedModel, inputs: list, outputs: list, timeout_ms: int, us
     ConnectionLost (no driver of the device serves), InvalidParameter (the model is closed)
     or Failed (a tensor's memory cannot be shared with the driver's session)."""
     name = model.device.name
+    if model.hetero is not None:  # over several devices: its steps, on a worker
+        if not model.enter():
+            raise InvalidParameter("the model is closed")
+        try:
+            return model.hetero.start(model, inputs, outputs, timeout_ms, user_data, on_done,
+                                      on_died, describe)
+        except BaseException:
+            model.leave()
+            raise
     try:
         client, model_id = model.session()
     except DriverGone as exc:

@@ -254,5 +254,24 @@ def relaxed_query(model: HdiModelBuilder) -> HdiModelBuilder:
                     getattr(attrs, name) == ht.DATA_TYPE_FLOAT32 and \
                     model.tensors[indices[position]].dataType == ht.DATA_TYPE_FLOAT32:
                 setattr(attrs, name, ht.DATA_TYPE_FLOAT16)
+        _half_cast_target(model, halved, copy)
         halved.nodes.append(copy)
     return halved
+
+
+def _half_cast_target(model: HdiModelBuilder, halved: HdiModelBuilder, node: na.Node) -> None:
+    """A Cast to float32 whose output became float16 reads a new constant target type
+    FLOAT16 (the original constant, which others may read, stays)."""
+    if node.nodeType != na.NODE_TYPE_CAST or len(node.inputIndex) != 2 or \
+            model.tensors[node.outputIndex[0]].dataType != ht.DATA_TYPE_FLOAT32:
+        return
+    target = model.constants.get(node.inputIndex[1])
+    if target is None or target.size != 1 or int(target.reshape(-1)[0]) != ht.DATA_TYPE_FLOAT32:
+        return
+    copy = ht.Tensor()
+    copy.CopyFrom(model.tensors[node.inputIndex[1]])
+    copy.name = f"{copy.name}:float16"
+    halved.tensors.append(copy)
+    halved.constants[len(halved.tensors) - 1] = np.full(target.shape, ht.DATA_TYPE_FLOAT16,
+                                                         target.dtype)
+    node.inputIndex[1] = len(halved.tensors) - 1

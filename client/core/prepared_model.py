@@ -24,6 +24,7 @@ from nnrt.common.hdi_model import IODesc, LoweredModel, PrepareError
 from nnrt.protos import hdi_types_pb2 as ht
 
 if TYPE_CHECKING:
+    from .hetero import HeteroCompilation, HeteroRunner
     from .model_cache import CacheContents
     from .device import Device
 
@@ -53,6 +54,9 @@ class BuiltModel:
     # Releases the prepared model now (once); also called when the BuiltModel is garbage,
     # i.e. once the compilation and every executor holding it are gone.
     release: Callable[[], Any] = lambda: None
+    # A model compiled for several devices (client/core/hetero.py): its steps and plans;
+    # `prepared_model_id` and `client` then name nothing of their own.
+    hetero: HeteroCompilation | None = None
 
 
 class DimRanges:
@@ -125,6 +129,10 @@ class PreparedModel:
         self._ranges: DimRanges | None = None
         self._active = 0  # runs using the model's resources right now
         self._released = False
+        # Over several devices: the runs over the compilation's steps (its session is one
+        # of theirs, its ranges theirs).
+        self.hetero: HeteroRunner | None = \
+            built.hetero.runner() if built.hetero is not None else None
 
     # -- the driver session ------------------------------------------------------------------
 
@@ -137,6 +145,8 @@ class PreparedModel:
         (compiler.prepare_again). Without either (a Build that kept neither) the model stays
         unusable (the header: compile again).
         """
+        if self.hetero is not None:
+            return self.hetero.session()
         client = self._client
         if client.alive:
             return client, self._model_id
@@ -175,6 +185,9 @@ class PreparedModel:
         """GetInputDimRanges of the prepared model: from the Build, else asked once."""
         ranges = self._ranges
         if ranges is not None:
+            return ranges
+        if self.hetero is not None:
+            self._ranges = ranges = self.hetero.dim_ranges()
             return ranges
         mins, maxs = self._build_ranges
         if mins or maxs or not self.inputs:
@@ -234,6 +247,8 @@ class PreparedModel:
             client, model_id, own = self._client, self._model_id, self._own_model
             self._own_model = False
         self.release_extra(client)
+        if self.hetero is not None:
+            self.hetero.close()
         if own:
             release_model(client, model_id)
         self.built = None  # the compilation's prepared model goes once nobody holds it
