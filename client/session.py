@@ -15,12 +15,16 @@ Decisions:
   at construction, for one device; `run` computes every output and returns those asked for
   (None: all, in the graph's order), as numpy arrays. Inputs go by name, in any order; a
   missing or unknown name raises ValueError as onnxruntime's InvalidArgument would.
-* Providers, in order of preference; the first one nnrt can serve is used:
+* Providers, in order of preference; of one nnrt can serve, its device is used:
   `"CPUExecutionProvider"` → the CPU driver's device; `"NnrtExecutionProvider"` with
   options `{"device": ID, name or type}` (as `Model.compile` takes it; without one, the
   first device). Other providers (CUDA, TensorRT, ...) are skipped with a warning, as
   onnxruntime skips unavailable ones; with none given, the first device.
   `provider_options` may also come as a separate list, as in onnxruntime.
+* Several providers nnrt serves (`[("NnrtExecutionProvider", {"device": "gpu"}),
+  "CPUExecutionProvider"]`): node-by-node fallback along the list, as onnxruntime does —
+  the model is compiled over those devices in that order (client/core/hetero.py), each node
+  on the first that supports it; `get_providers()` lists those the plan uses.
 * `SessionOptions`: `priority` and `performance_mode` ("low" / "medium" / "high" /
   "extreme", or the OH_NN enums), `enable_float16` (relaxed float16 precision),
   `cache_dir` / `cache_version` (the compilation cache), `run_timeout` (seconds, per run);
@@ -102,9 +106,13 @@ def _level(value: str | int | None, enum: type, what: str) -> Any:
 
 def _device_of(providers: Sequence[Any] | None,
                provider_options: Sequence[Mapping[str, Any]] | None) -> tuple[Any, list[str]]:
-    """(the device to compile for, the providers used) from onnxruntime-style arguments."""
+    """(the device to compile for, the providers used) from onnxruntime-style arguments;
+    several that nnrt serves: (their devices in order, their names), node-by-node fallback."""
     if not providers:
         return None, ["NnrtExecutionProvider"]
+    served = _served(providers, provider_options)
+    if len(served) > 1:
+        return [device for _, device in served], [name for name, _ in served]
     entries: list[tuple[str, Mapping[str, Any]]] = []
     for k, p in enumerate(providers):
         name, options = (p, {}) if isinstance(p, str) else (p[0], dict(p[1]))
@@ -125,6 +133,30 @@ def _device_of(providers: Sequence[Any] | None,
                      f"(available: {list(PROVIDERS)})")
 
 
+def _served(providers: Sequence[Any],
+            provider_options: Sequence[Mapping[str, Any]] | None) -> list[tuple[str, Any]]:
+    """(provider name, device) of each provider nnrt serves, in order, a device once."""
+    from nnrt.client.core.device import find_device, registry
+
+    served: list[tuple[str, Any]] = []
+    seen = set()
+    available = None
+    for k, p in enumerate(providers):
+        name, options = (p, {}) if isinstance(p, str) else (p[0], dict(p[1]))
+        if provider_options is not None and k < len(provider_options):
+            options = {**options, **provider_options[k]}
+        if name not in PROVIDERS:
+            continue
+        wanted = "cpu" if name == "CPUExecutionProvider" else options.get("device")
+        if available is None:
+            available = registry().devices()
+        device = find_device(available, wanted)
+        if device.id not in seen:
+            seen.add(device.id)
+            served.append((name, device))
+    return served
+
+
 class InferenceSession:
     """A model compiled for one nnrt device, run with numpy feeds by input name."""
 
@@ -136,6 +168,7 @@ class InferenceSession:
             raise TypeError(f"unexpected arguments {sorted(kwargs)}")
         self._options = sess_options or SessionOptions()
         device, self._providers = _device_of(providers, provider_options)
+        fallback = self._providers if isinstance(device, list) else None
         self._model, self._inputs, self._outputs = self._load(path_or_bytes)
         options = self._options
         try:
@@ -146,6 +179,10 @@ class InferenceSession:
                 float16=options.enable_float16, cache_dir=options.cache_dir,
                 cache_version=options.cache_version)
             self._executor: Executor | None = self._compiled.executor()
+            if fallback is not None:  # those the plan uses, as onnxruntime lists them
+                used = {s.device.id for s in self._compiled.hetero.preferred.steps}
+                self._providers = list(dict.fromkeys(
+                    name for name, d in zip(fallback, device) if d.id in used))
         except BaseException:
             self._model.close()
             raise

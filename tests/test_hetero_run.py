@@ -208,7 +208,7 @@ def test_async_across_steps_deadline_cancel_and_one_callback(runtime):
         start(10_000)
         assert done.wait(5)
         assert calls == [OH_NN_TIMEOUT, OH_NN_FAILED, OH_NN_SUCCESS]
-        got = slot.outputs[0].memory.array(np.float32, (2, 4))
+        got = slot.outputs[0].memory.array(np.float32, (2, 4)).copy()
         np.testing.assert_array_equal(got, want)
         threading.Event().wait(0.6)  # no late second callback
         assert len(calls) == 3
@@ -220,3 +220,33 @@ def test_auto_order_puts_accelerators_first(runtime):
     devices = DeviceRegistry(runtime).devices()
     ordered = auto_order(devices)
     assert [d.hdi_device_type for d in ordered][:2] == [3, 2]
+
+
+def test_inference_session_falls_back_node_by_node_along_its_providers(runtime, tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from nnrt.client import InferenceSession
+
+    w = RNG.standard_normal((8, 6)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]),
+         helper.make_node("Cast", ["h"], ["i"], to=TensorProto.INT32),
+         helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+         helper.make_node("Softmax", ["f"], ["y"], axis=-1)],
+        "cast", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 6])],
+        [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "cast.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    x = (RNG.standard_normal((3, 8)) * 3).astype(np.float32)
+    with InferenceSession(path, providers=[("NnrtExecutionProvider", {"device": "gpu"}),
+                                           "CPUExecutionProvider"]) as split, \
+            InferenceSession(path, providers=["CPUExecutionProvider"]) as cpu:
+        assert split.get_providers() == ["NnrtExecutionProvider", "CPUExecutionProvider"]
+        np.testing.assert_allclose(split.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0],
+                                   rtol=1e-5, atol=1e-6)
+    # a provider the plan does not use is not listed
+    with InferenceSession(path, providers=["CPUExecutionProvider",
+                                           ("NnrtExecutionProvider", {"device": "gpu"})]) as s:
+        assert s.get_providers() == ["CPUExecutionProvider"]
