@@ -252,6 +252,48 @@ def session_socket(directory: Path, name: str) -> Path:
     return directory / f"{name}{SESSION_SUFFIX}"
 
 
+# The admin token: a driver's proof for its admin service (server/admin.py) that a caller
+# is root or the driver's own user. gRPC on a Unix socket does not tell a servicer who calls;
+# a 0600 file of the driver's user, read by whoever asks and sent as metadata, does.
+ADMIN_TOKEN_SUFFIX = ".admin-token"
+ADMIN_METADATA_KEY = "nnrt-admin"
+
+
+def admin_token_path(directory: Path, name: str) -> Path:
+    return directory / f"{name}{ADMIN_TOKEN_SUFFIX}"
+
+
+def write_admin_token(directory: Path, name: str) -> str:
+    """A fresh random token in `<name>.admin-token`, mode 0600, replacing any earlier one
+    (written beside it and renamed over it: never readable by others, not even briefly)."""
+    token = os.urandom(32).hex()
+    path = admin_token_path(directory, name)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    try:
+        os.write(fd, token.encode())
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+    return token
+
+
+def admin_metadata(directory: Path, name: str) -> tuple[tuple[str, str], ...]:
+    """The metadata that makes an admin call privileged, when this process may read the
+    driver's token (root, the driver's user); () otherwise."""
+    try:
+        fd = os.open(admin_token_path(directory, name), os.O_RDONLY | os.O_NOFOLLOW |
+                     os.O_CLOEXEC)
+    except OSError:
+        return ()
+    try:
+        token = os.read(fd, 128).decode("ascii", errors="replace").strip()
+    finally:
+        os.close(fd)
+    return ((ADMIN_METADATA_KEY, token),) if token else ()
+
+
 def stale_socket(path: Path, kind: int, timeout: float) -> bool:
     """Whether the Unix socket at `path` (of socket type `kind`) is a dead process's: a
     connection is refused, or finds nothing. False when something accepts it; any other

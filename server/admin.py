@@ -4,9 +4,14 @@ Served by every driver on its gRPC socket beside the HDI services. gRPC on a Uni
 does not tell a servicer who calls (the peer is "unix:"), so a caller is known by the
 session it names: the `nnrt-session` metadata of a session it opened on the session channel,
 whose peer uid the kernel gave at connect (SO_PEERCRED; the channel's `--allow-uid` /
-`--allow-gid` check at that door). The uid policy, as on the device manager's control socket:
+`--allow-gid` check at that door). Root and the driver's own user are also known without a session by the admin token
+(common/runtime_dir.py: a 0600 file of the driver's user beside its sockets, sent as
+`nnrt-admin` metadata): that is how `nnrt status`, `nnrt fault`, the device manager and its
+metrics ask a driver that serves only `--allow-uid` / `--allow-gid`. The uid policy, as on
+the device manager's control socket:
 
-* root and the driver's own user (a session of theirs): everything, SetFaults included;
+* root and the driver's own user (the admin token, or a session of theirs): everything,
+  SetFaults included;
 * another uid with a session: GetStatus shows the peer pids of its own sessions only (the
   others' sessions are listed with their figures, peer pid 0); SetFaults refused
   (HDF_ERR_NOPERM) on a driver started with `--allow-uid` / `--allow-gid`;
@@ -32,6 +37,7 @@ whose peer uid the kernel gave at connect (SO_PEERCRED; the channel's `--allow-u
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 import time
@@ -45,6 +51,7 @@ from nnrt.common.errors import HDF_ERR_INVALID_PARAM, HDF_ERR_NOPERM, NNRT_FAILE
 from nnrt.common.faults import faults_from_proto, faults_to_proto
 from nnrt.server.faults import FaultInjection
 from nnrt.server.run_scheduler import RunScheduler
+from nnrt.common.runtime_dir import ADMIN_METADATA_KEY
 from nnrt.common.session_channel import METADATA_KEY
 from nnrt.server.sessions import ChannelPolicy, Session, SessionRegistry
 from nnrt.server.stats import LATENCY_BUCKETS, RunStats
@@ -68,6 +75,14 @@ class AdminServicer(rpc.NnrtAdminServicer):
         self.faults = faults
         self.stats = stats
         self.started = time.monotonic() if started is None else started
+        self.token: str | None = None  # the admin token (written at the host's start)
+
+    def _privileged_call(self, context) -> bool:
+        """Whether the call carries this driver's admin token."""
+        token = next((value for key, value in context.invocation_metadata()
+                      if key == ADMIN_METADATA_KEY), None)
+        return self.token is not None and token is not None and \
+            hmac.compare_digest(token.encode(), self.token.encode())
 
     def _caller(self, context) -> Session | None:
         """The session the call names (its `nnrt-session` metadata), None without one."""
@@ -91,13 +106,15 @@ class AdminServicer(rpc.NnrtAdminServicer):
 
     def GetStatus(self, request, context):
         caller = self._caller(context)
-        if caller is None and self.policy.restricted:
+        privileged = self._privileged_call(context)
+        if caller is None and not privileged and self.policy.restricted:
             return self._refuse_anonymous("GetStatus", pb.DriverStatus)
         try:
             runs = self.stats.snapshot()
             budget = buffers.process_budget()
             queue = self.scheduler.stats() if self.scheduler is not None else None
-            everyone = self.privileged(caller.uid) if caller is not None else True
+            everyone = privileged or (self.privileged(caller.uid) if caller is not None
+                                      else True)
 
             def shown_pid(session: Session) -> int:
                 # Another user's pids are theirs: shown to root and the driver's user only.
@@ -138,7 +155,7 @@ class AdminServicer(rpc.NnrtAdminServicer):
 
     def SetFaults(self, request, context):
         current = self.faults.faults
-        if self.policy.restricted:
+        if self.policy.restricted and not self._privileged_call(context):
             caller = self._caller(context)
             if caller is None:
                 return self._refuse_anonymous("SetFaults", lambda **kw: pb.FaultReply(

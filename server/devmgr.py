@@ -103,6 +103,8 @@ from nnrt.server.journal import JournalFormatter, stderr_is_journal
 from nnrt.server.sessions import ACCEPT_BACKOFF_INITIAL, ACCEPT_BACKOFF_MAX, peer_credentials
 from nnrt.common.runtime_dir import ENV as RUNTIME_DIR_ENV
 from nnrt.common.runtime_dir import (
+    admin_metadata,
+    admin_token_path,
     grpc_socket,
     lock_path,
     remove_stale_lock,
@@ -160,22 +162,25 @@ def device_identity(path: Path, timeout: float) -> dict | None:
     }
 
 
-def served_by(path: Path, pid: int, timeout: float = 1.0) -> bool:
-    """False when the admin service on `path` says another process serves it (a driver
-    started some other way holds the name: ours is about to exit 3); True when it says
-    `pid`, or has no admin service to ask."""
+def served_by(directory: Path, name: str, pid: int, timeout: float = 1.0) -> bool:
+    """False when the admin service of driver `name` says another process serves it (a
+    driver started some other way holds the name: ours is about to exit 3); True when it
+    says `pid`, or has no admin service to ask."""
     try:
-        with grpc.insecure_channel(f"unix:{path}") as channel:
-            reply = admin_pb2_grpc.NnrtAdminStub(channel).GetStatus(_EMPTY, timeout=timeout)
+        with grpc.insecure_channel(f"unix:{grpc_socket(directory, name)}") as channel:
+            reply = admin_pb2_grpc.NnrtAdminStub(channel).GetStatus(
+                _EMPTY, timeout=timeout, metadata=admin_metadata(directory, name))
     except grpc.RpcError as exc:
         return exc.code() == grpc.StatusCode.UNIMPLEMENTED
     return reply.returnCode != 0 or reply.pid in (0, pid)
 
 
 def _remove_stale_sockets(directory: Path, name: str) -> None:
-    """Remove a dead driver's sockets and name lock file (never those of a live driver)."""
+    """Remove a dead driver's sockets, admin token and name lock file (never those of a
+    live driver: the token goes only with a stale gRPC socket, or with none left)."""
     remove_stale_lock(lock_path(directory, name))
-    for path, kind in ((grpc_socket(directory, name), socket.SOCK_STREAM),
+    grpc_path = grpc_socket(directory, name)
+    for path, kind in ((grpc_path, socket.SOCK_STREAM),
                        (session_socket(directory, name), socket.SOCK_SEQPACKET)):
         if not path.exists():
             continue
@@ -185,6 +190,8 @@ def _remove_stale_sockets(directory: Path, name: str) -> None:
             continue  # cannot tell: leave it
         if stale:
             path.unlink(missing_ok=True)
+    if not grpc_path.exists():
+        admin_token_path(directory, name).unlink(missing_ok=True)
 
 
 def socket_holders(paths: list[Path]) -> set[int]:
@@ -521,7 +528,8 @@ class DriverSupervisor:
             if code is not None:
                 return self._exited(code, "while starting")
             if health_status(grpc_path, timeout=min(1.0, self.manager.settings.ready_timeout)) \
-                    == health_pb2.HealthCheckResponse.SERVING and served_by(grpc_path, proc.pid):
+                    == health_pb2.HealthCheckResponse.SERVING and \
+                    served_by(directory, spec.name, proc.pid):
                 break
             if time.monotonic() > deadline:
                 log.error("driver %s: not ready within %g s: killing pid %d", spec.name,

@@ -50,8 +50,9 @@ from nnrt.server import admin
 from nnrt.server.device import Device
 from nnrt.server.faults import FaultInjection
 from nnrt.server.run_scheduler import RunScheduler
-from nnrt.common.runtime_dir import (UnsafeRuntimeDir, ensure_runtime_dir, grpc_socket,
-                                     session_socket, stale_socket)
+from nnrt.common.runtime_dir import (UnsafeRuntimeDir, admin_token_path, ensure_runtime_dir,
+                                     grpc_socket, session_socket, stale_socket,
+                                     write_admin_token)
 from nnrt.server.servicers import DeviceServicer, PreparedModelServicer
 from nnrt.server.sessions import ChannelPolicy, SessionChannelServer, SessionRegistry
 from nnrt.server.stats import RunStats
@@ -139,9 +140,10 @@ class DriverHost:
         prepared = PreparedModelServicer(self.sessions, self.faults, self.stats,
                                          self._scheduler)
         hdi_pb2_grpc.add_IPreparedModelServicer_to_server(prepared, server)
-        admin_pb2_grpc.add_NnrtAdminServicer_to_server(
-            admin.AdminServicer(self.device, self.name, self.sessions, self.faults, self.stats,
-                                self.created, self._scheduler, self.channel_policy), server)
+        self.admin = admin.AdminServicer(self.device, self.name, self.sessions, self.faults,
+                                         self.stats, self.created, self._scheduler,
+                                         self.channel_policy)
+        admin_pb2_grpc.add_NnrtAdminServicer_to_server(self.admin, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
@@ -170,6 +172,7 @@ class DriverHost:
             for path in (self.grpc_path, self.session_path):
                 path.unlink(missing_ok=True)  # a link itself, never what it points at
             raise UnsafeRuntimeDir(str(exc)) from exc
+        self.admin.token = write_admin_token(self.runtime_dir, self.name)
         server.start()
         self._channel.start()
         self._server = server
@@ -268,7 +271,8 @@ class DriverHost:
         self._server = None
         self._channel.stop(max(0.0, grace - (time.monotonic() - started)))
         self._scheduler.close()  # after the runs in flight: none is queued any more
-        for path in (self.grpc_path, self.session_path):
+        for path in (self.grpc_path, self.session_path,
+                     admin_token_path(self.runtime_dir, self.name)):
             path.unlink(missing_ok=True)
         self.device.close()
         log.info("stopped")

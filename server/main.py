@@ -41,6 +41,7 @@ import threading
 from pathlib import Path
 
 from nnrt.drivers import DEVICE_KINDS, DeviceUnavailable, load_device, reference
+from nnrt.drivers.cpu.ort import int8_kernels  # its choices and variable (numpy alone)
 from nnrt.server import buffers, cache_key
 from nnrt.common.cpus import usable_cores
 from nnrt.common.faults import DEVICE_STATUS, PLAIN_FIELDS, Faults
@@ -133,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     cpu.add_argument("--threads", type=int, default=None, metavar="N",
                      help="onnxruntime's intra-op threads, shared by every model (default: "
                           "the cores this process may use)")
+    cpu.add_argument("--int8-kernels", choices=int8_kernels.CHOICES, default=None,
+                     help="onnxruntime's int8 kernels: auto (default, or "
+                          "$NNRT_ORT_INT8_KERNELS): u8s8 where the CPU makes them exact "
+                          "(VNNI; ARM), s8s8 elsewhere (u8s8 saturates without VNNI), each "
+                          "checked at start; numpy: quantised nodes on the numpy kernels")
     gpu = parser.add_argument_group("gpu driver")
     gpu.add_argument("--cl-device", default=None, metavar="gpu|any|P:D",
                      help="the OpenCL device: gpu (default: the first device of type GPU), "
@@ -214,8 +220,14 @@ def parse_args(argv: list[str] | None,
             parser.error(f"--{option.replace('_', '-')} must be > 0")
     if args.gpu_memory_mb is not None and args.gpu_memory_mb <= 0:
         parser.error("--gpu-memory-mb must be > 0")
-    if args.kind != "cpu" and (args.engine is not None or args.threads is not None):
-        parser.error("--engine and --threads are options of the cpu driver")
+    if args.kind != "cpu" and (args.engine is not None or args.threads is not None or
+                               args.int8_kernels is not None):
+        parser.error("--engine, --threads and --int8-kernels are options of the cpu driver")
+    int8_env = os.environ.get(int8_kernels.ENV)
+    if args.kind == "cpu" and args.int8_kernels is None and int8_env and \
+            int8_env.lower() not in int8_kernels.CHOICES:
+        parser.error(f"${int8_kernels.ENV}={int8_env!r} is not one of "
+                     f"{', '.join(int8_kernels.CHOICES)}")
     if args.threads is not None and args.threads <= 0:
         parser.error("--threads must be > 0")
     if args.kind != "accel" and args.spec is not None:
@@ -232,7 +244,7 @@ def device_options(args: argparse.Namespace) -> dict[str, object]:
     # NNRT_CPU_ENGINE: the default engine of every CPU driver started without --engine
     # (how the test suite runs whole with either engine).
     return {"engine": args.engine or os.environ.get("NNRT_CPU_ENGINE", "ort"),
-            "threads": args.threads}
+            "threads": args.threads, "int8_kernels": args.int8_kernels}
 
 
 def fault_injection(args: argparse.Namespace) -> FaultInjection:

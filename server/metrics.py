@@ -51,7 +51,7 @@ from nnrt.protos import admin_pb2 as admin_pb
 from nnrt.protos import admin_pb2_grpc
 from nnrt.server.devmgr import STATES
 from nnrt.common.devmgr_cli import parse_address
-from nnrt.common.runtime_dir import grpc_socket
+from nnrt.common.runtime_dir import admin_metadata, grpc_socket
 
 if TYPE_CHECKING:
     from nnrt.server.devmgr import DeviceManager
@@ -76,12 +76,15 @@ RUN_QUEUE_METRICS = (
 LABELS = ("driver", "kind")
 
 
-def driver_status(path: Path, timeout: float = SCRAPE_TIMEOUT) -> admin_pb.DriverStatus | None:
-    """One driver's admin GetStatus, or None when it does not answer in time."""
+def driver_status(directory: Path, name: str,
+                  timeout: float = SCRAPE_TIMEOUT) -> admin_pb.DriverStatus | None:
+    """One driver's admin GetStatus (with its admin token where this process may read it),
+    or None when it does not answer in time."""
+    path = grpc_socket(directory, name)
     try:
         with grpc.insecure_channel(f"unix:{path}") as channel:
-            status = admin_pb2_grpc.NnrtAdminStub(channel).GetStatus(empty_pb2.Empty(),
-                                                                     timeout=timeout)
+            status = admin_pb2_grpc.NnrtAdminStub(channel).GetStatus(
+                empty_pb2.Empty(), timeout=timeout, metadata=admin_metadata(directory, name))
     except grpc.RpcError as exc:
         log.debug("metrics: GetStatus of %s: %s", path, exc.code())
         return None
@@ -105,7 +108,7 @@ class DevmgrCollector(Collector):
         drivers = self.manager.snapshots()
         live = [d for d in drivers if d["pid"] is not None]
         futures = {d["name"]: self._pool.submit(
-            driver_status, grpc_socket(self.manager.runtime_dir, d["name"]), self.timeout)
+            driver_status, self.manager.runtime_dir, d["name"], self.timeout)
             for d in live}
         statuses = {name: future.result() for name, future in futures.items()}
 

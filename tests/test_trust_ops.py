@@ -417,3 +417,60 @@ def set_faults_with(driver, metadata) -> int:
     with grpc.insecure_channel(f"unix:{driver.grpc_path}") as channel:
         return admin_pb2_grpc.NnrtAdminStub(channel).SetFaults(
             admin_pb2.FaultConfig(runDelayMs=1), metadata=metadata, timeout=5).returnCode
+
+
+ADMIN_TOKEN_AS_OTHER = """
+import sys
+from pathlib import Path
+from nnrt.common.runtime_dir import admin_metadata, admin_token_path
+directory = Path(sys.argv[1])
+try:
+    admin_token_path(directory, "cpu").read_text()
+    print("read")
+except OSError:
+    print("refused", admin_metadata(directory, "cpu"))
+"""
+
+
+@pytest.mark.multiprocess
+def test_root_and_the_drivers_user_ask_a_restricted_driver_with_its_admin_token(base, capsys):
+    """`nnrt status`, `nnrt fault` and the device manager's scrape carry the admin token
+    (a 0600 file of the driver's user): root sees a driver that serves only other uids;
+    a forged token is a plain call; the token goes with a clean stop."""
+    from nnrt.client import cli
+    from nnrt.common.runtime_dir import (ADMIN_METADATA_KEY, admin_metadata,
+                                         admin_token_path)
+    from nnrt.server.metrics import driver_status
+
+    rt = base / "rt"
+    driver = start_driver(rt, "cpu", "--allow-uid", str(OTHER), "--fault-injection")
+    token = admin_token_path(rt, "cpu")
+    try:
+        info = token.stat()
+        assert info.st_mode & 0o777 == 0o600 and info.st_uid == os.geteuid()
+        metadata = admin_metadata(rt, "cpu")
+        assert metadata and metadata[0][0] == ADMIN_METADATA_KEY
+        with grpc.insecure_channel(f"unix:{driver.grpc_path}") as channel:
+            stub = admin_pb2_grpc.NnrtAdminStub(channel)
+            forged = ((ADMIN_METADATA_KEY, "0" * 64),)
+            assert stub.GetStatus(empty_pb2.Empty(), metadata=forged, timeout=5).returnCode \
+                == HDF_ERR_NOPERM
+            status = stub.GetStatus(empty_pb2.Empty(), metadata=metadata, timeout=5)
+            assert status.returnCode == 0 and status.pid == driver.pid
+        assert set_faults_with(driver, metadata) == 0
+        assert set_faults_with(driver, forged) == HDF_ERR_NOPERM
+        scraped = driver_status(rt, "cpu")  # the device manager's metrics
+        assert scraped is not None and scraped.pid == driver.pid
+        assert cli.main(["status", "--runtime-dir", str(rt), "--json"]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert any(d.get("pid") == driver.pid for d in shown["drivers"]), shown
+        # another uid cannot read it (and so has nothing to send)
+        done = subprocess.run(
+            ["setpriv", "--reuid", str(OTHER), "--regid", "0", "--clear-groups",
+             sys.executable, "-P", "-c", ADMIN_TOKEN_AS_OTHER, str(rt)],
+            capture_output=True, text=True, timeout=30, cwd="/")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["refused", "()"], done.stdout
+    finally:
+        assert driver.stop() == 0
+    assert not token.exists()

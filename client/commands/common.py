@@ -18,7 +18,7 @@ from nnrt.protos import admin_pb2, admin_pb2_grpc, hdi_pb2_grpc
 from nnrt.protos import hdi_types_pb2 as ht
 
 from nnrt.common.devmgr_ctl import DevmgrUnavailable, ctl_path, describe_exit, request
-from nnrt.common.runtime_dir import driver_names, grpc_socket, runtime_dir
+from nnrt.common.runtime_dir import admin_metadata, driver_names, grpc_socket, runtime_dir
 
 # One exit code per kind of failure, the same in every subcommand (`nnrt --help` and the
 # README's "Exit codes" table show EXIT_CODES; a test holds the three together). Decisions:
@@ -130,7 +130,8 @@ def probe_driver(directory: Path, name: str, *, admin: bool,
                 probe.device_status = ht.DeviceStatus.Name(status.status).lower()
         if admin:
             try:
-                reply = admin_pb2_grpc.NnrtAdminStub(channel).GetStatus(_EMPTY, timeout=timeout)
+                reply = admin_pb2_grpc.NnrtAdminStub(channel).GetStatus(
+                    _EMPTY, timeout=timeout, metadata=admin_metadata(directory, name))
             except grpc.RpcError:  # an older driver without the admin service, or wedged
                 reply = None
             if reply is not None and reply.returnCode == 0:

@@ -46,7 +46,7 @@ from nnrt.client.commands.common import (
 )
 from nnrt.protos import admin_pb2, admin_pb2_grpc
 from nnrt.common.devmgr_ctl import DevmgrUnavailable, request
-from nnrt.common.runtime_dir import grpc_socket
+from nnrt.common.runtime_dir import admin_metadata, grpc_socket
 
 WAIT_TIMEOUT = 60.0  # s: a stop (stop_timeout, 15 s) plus a start (ready_timeout, 30 s)
 POLL = 0.1
@@ -286,11 +286,13 @@ def run_fault(args: argparse.Namespace) -> int:
         with grpc.insecure_channel(f"unix:{path}") as channel:
             stub = admin_pb2_grpc.NnrtAdminStub(channel)
             if wanted is None:
-                status = stub.GetStatus(empty_pb2.Empty(), timeout=RPC_TIMEOUT)
+                status = stub.GetStatus(empty_pb2.Empty(), timeout=RPC_TIMEOUT,
+                                        metadata=admin_metadata(directory, name))
                 reply = admin_pb2.FaultReply(returnCode=status.returnCode, faults=status.faults)
                 enabled = status.faultInjectionEnabled
             else:
-                reply = stub.SetFaults(faults_to_proto(wanted), timeout=RPC_TIMEOUT)
+                reply = stub.SetFaults(faults_to_proto(wanted), timeout=RPC_TIMEOUT,
+                                       metadata=admin_metadata(directory, name))
                 enabled = reply.returnCode != _NOPERM
     except grpc.RpcError as exc:
         say(f"fault {action}: driver {name!r} does not answer on {path}: {exc.code().name}")
