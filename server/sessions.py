@@ -857,20 +857,18 @@ class SessionChannelServer:
     def _open(self, sock: socket.socket) -> None:
         sock.setblocking(False)
         pid, uid, gid = peer_credentials(sock)
+        refusal, count = None, None
         if self.policy.restricted and not self.policy.allows(uid, peer_groups(sock, gid)):
-            reason = (f"uid {uid} gid {gid} may not use this driver (it serves only "
-                      "--allow-uid / --allow-gid)")
+            refusal = (self._refusal_log, f"uid {uid} gid {gid} may not use this driver (it "
+                                          "serves only --allow-uid / --allow-gid)")
+        elif (count := self.uids.admit(uid)) is None:
+            refusal = (self._session_cap_log,
+                       f"uid {uid} has {self.uids.max_sessions} sessions open, the most one "
+                       "uid may have (--max-sessions-per-uid): end one first")
+        if refusal is not None:
+            say, reason = refusal
             self._refuse(sock, reason)
-            self._refusal_log(logging.WARNING, "session channel: refused pid %d: %s",
-                              pid, reason)
-            return
-        count = self.uids.admit(uid)
-        if count is None:
-            reason = (f"uid {uid} has {self.uids.max_sessions} sessions open, the most one uid "
-                      "may have (--max-sessions-per-uid): end one first")
-            self._refuse(sock, reason)
-            self._session_cap_log(logging.WARNING, "session channel: refused pid %d: %s",
-                                  pid, reason)
+            say(logging.WARNING, "session channel: refused pid %d: %s", pid, reason)
             return
         session = None
         try:

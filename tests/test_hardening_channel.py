@@ -36,22 +36,12 @@ from nnrt.server.sessions import ChannelPolicy
 from tests.conftest import memfd_mappings, open_fds, start_driver, wait_until
 from tests.helpers.channel_load import FLOODER, ROOT, Steady, rss_mb
 from tests.helpers.hdi_models import add_model, io
+from tests.helpers.raw_session import raw_session
 
 
 def _back_to(pid: int, fds_before: set[str], maps_before: list[str]) -> bool:
     """No fd the process did not have before, and exactly the memfd mappings it had."""
     return open_fds(pid) <= fds_before and memfd_mappings(pid) == maps_before
-
-
-def _raw_session(driver, timeout: float = 5.0) -> socket.socket:
-    """A session opened by hand (hello read), for speaking the protocol badly."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    sock.settimeout(timeout)
-    sock.connect(str(driver.session_path))
-    hello, fds = channel.receive_message(sock)
-    channel.close_fds(fds)
-    assert hello and hello["protocol"] == channel.PROTOCOL_VERSION
-    return sock
 
 
 def _fetch(seq: int) -> bytes:
@@ -142,7 +132,7 @@ def test_sessions_that_never_read_are_dropped_and_stall_nobody(driver):
     with Steady(driver) as steady:
         time.sleep(0.2)
         fds_before, maps_before = open_fds(driver.pid), memfd_mappings(driver.pid)
-        attackers = [_raw_session(driver, timeout=0.5) for _ in range(3)]
+        attackers = [raw_session(driver, timeout=0.5) for _ in range(3)]
         dropped = [False] * 3
         deadline = time.monotonic() + 20
         seq = 0
@@ -240,7 +230,7 @@ def test_runs_beyond_the_session_cap_are_answered_busy_at_once(runtime_dir):
 
 def test_every_packet_is_answered_or_the_session_closed(driver):
     fds_before, maps_before = open_fds(driver.pid), memfd_mappings(driver.pid)
-    sock = _raw_session(driver, timeout=3)
+    sock = raw_session(driver, timeout=3)
     invalid = {"seq": None, "returnCode": NNRT_INVALID_PARAMETER}
     for packet in (channel.RUN,  # no header at all
                    channel.RUN + b"\x01",  # a truncated header

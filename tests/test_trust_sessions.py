@@ -50,6 +50,7 @@ from nnrt.server.sessions import (
 )
 from tests.conftest import memfd_mappings, open_fds, start_driver, wait_until
 from tests.helpers.channel_load import ROOT
+from tests.helpers.raw_session import raw_session
 
 MIB = 1 << 20
 TIMEOUT = 10.0
@@ -60,17 +61,6 @@ NESTED = b"[" * 60000  # json.loads: RecursionError (issue 25, item 2.2)
 needs_other_user = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None,
     reason="needs root and setpriv(1) to run a client as another user")
-
-
-def _raw_session(driver, timeout: float = 5.0) -> socket.socket:
-    """A session opened by hand (hello read), for speaking the protocol badly."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    sock.settimeout(timeout)
-    sock.connect(str(driver.session_path))
-    hello, fds = channel.receive_message(sock)
-    channel.close_fds(fds)
-    assert hello and hello["protocol"] == channel.PROTOCOL_VERSION, hello
-    return sock
 
 
 def _send_with_fds(sock: socket.socket, data: bytes, fds: list[int]) -> None:
@@ -124,7 +114,7 @@ def test_a_nested_packet_with_16_fds_is_answered_and_closes_them_200_times(drive
     import and a fetch work on it) and every other unparsable kind is answered alike."""
     pid = driver.pid
     fds_before, maps_before = open_fds(pid), memfd_mappings(pid)
-    sock = _raw_session(driver)
+    sock = raw_session(driver)
     attack = [_memfd("trust-attack", MIB) for _ in range(16)]
     try:
         for attempt in range(ATTACKS):
@@ -165,7 +155,7 @@ def test_fetch_replies_a_client_never_reads_hold_a_bounded_number_of_fds(driver)
     limit): the driver drops it once MAX_QUEUED_FDS wait, and closes them all."""
     pid = driver.pid
     fds_before = open_fds(pid)
-    sock = _raw_session(driver, timeout=0.5)
+    sock = raw_session(driver, timeout=0.5)
     fd = _memfd("trust-fetch", 4096)
     buffer_id = _import(sock, fd, 1)
     os.close(fd)
