@@ -248,6 +248,17 @@ class Execution:
 # -- asynchronous runs: the runtime's threads -----------------------------------------------------
 
 
+def notify(callback: Callable | None, name: str, *args: Any) -> None:
+    """Call an application's callback (`name` for the log); what it raises is logged, never
+    passed on: the run's bookkeeping goes on."""
+    if callback is None:
+        return
+    try:
+        callback(*args)
+    except Exception:
+        log.exception("%s callback raised", name)
+
+
 class AsyncRun:
     """One accepted asynchronous run: completes exactly once. `error` is why it failed (the
     exception a synchronous run would raise), `cancel()` has the driver abandon it."""
@@ -298,16 +309,10 @@ class AsyncRun:
         if code != OH_NN_SUCCESS:
             self.error = error or NNRtError(code, f"{self.executor.device.name}: the run failed")
         try:
-            if died and self.on_died is not None:
-                try:
-                    self.on_died(self.user_data)
-                except Exception:
-                    log.exception("NN_OnServiceDied callback raised")
-            if self.on_done is not None:
-                try:
-                    self.on_done(self.user_data, OH_NN_ReturnCode(code), self.outputs, self.count)
-                except Exception:
-                    log.exception("NN_OnRunDone callback raised")
+            if died:
+                notify(self.on_died, "NN_OnServiceDied", self.user_data)
+            notify(self.on_done, "NN_OnRunDone", self.user_data, OH_NN_ReturnCode(code),
+                   self.outputs, self.count)
         finally:
             self.executor.leave()
 

@@ -750,12 +750,11 @@ class HeteroAsyncRun:
     def deliver(self, code: int, error: NNRtError | None = None) -> None:
         if code != OH_NN_SUCCESS:
             self.error = error or NNRtError(code, "the run failed")
+        from .execution import notify
+
         try:
-            if self.on_done is not None:
-                try:
-                    self.on_done(self.user_data, OH_NN_ReturnCode(code), self.outputs, self.count)
-                except Exception:
-                    log.exception("NN_OnRunDone callback raised")
+            notify(self.on_done, "NN_OnRunDone", self.user_data, OH_NN_ReturnCode(code),
+                   self.outputs, self.count)
         finally:
             self.executor.leave()
 
@@ -765,11 +764,9 @@ class HeteroAsyncRun:
             if self.died:
                 return
             self.died = True
-        if self.on_died is not None:
-            try:
-                self.on_died(self.user_data)
-            except Exception:
-                log.exception("NN_OnServiceDied callback raised")
+        from .execution import notify
+
+        notify(self.on_died, "NN_OnServiceDied", self.user_data)
 
     def execute(self) -> None:
         if self.done:
