@@ -98,7 +98,8 @@ def unsigned_activations(graph: SegmentGraph, kept: set[str]) -> None:
     zero points too. onnxruntime's x86 int8 kernels take uint8 activations, and its own
     conversion (qdq_s8_to_u8) rewrites only the QuantizeLinear → DequantizeLinear pairs: a
     Cast-made int8 input kept an imported QDQ CNN's first convolution in float, followed by
-    a plain int8 MaxPool (0.65 of its 1.0 ms). Exact: (q + 128) − (z + 128) = q − z.
+    a plain int8 MaxPool (0.65 of its 1.0 ms). Exact: (q + 128) − (z + 128) = q − z. Only in
+    the u8s8 form: onnxruntime's uint8 × int8 kernels saturate without VNNI (int8_kernels.py).
     `kept`: the segment's outputs (their dtype is the HDI tensor's)."""
     init = {t.name: t for t in graph.initializers}
     made_by = {out: node for node in graph.nodes for out in node.output}
