@@ -8,18 +8,30 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SessionStatus(_message.Message):
-    __slots__ = ("sessionId", "peerPid", "buffers", "bufferBytes", "preparedModels")
+    __slots__ = ("sessionId", "peerPid", "buffers", "bufferBytes", "preparedModels", "peerUid")
     SESSIONID_FIELD_NUMBER: _ClassVar[int]
     PEERPID_FIELD_NUMBER: _ClassVar[int]
     BUFFERS_FIELD_NUMBER: _ClassVar[int]
     BUFFERBYTES_FIELD_NUMBER: _ClassVar[int]
     PREPAREDMODELS_FIELD_NUMBER: _ClassVar[int]
+    PEERUID_FIELD_NUMBER: _ClassVar[int]
     sessionId: int
     peerPid: int
     buffers: int
     bufferBytes: int
     preparedModels: int
-    def __init__(self, sessionId: _Optional[int] = ..., peerPid: _Optional[int] = ..., buffers: _Optional[int] = ..., bufferBytes: _Optional[int] = ..., preparedModels: _Optional[int] = ...) -> None: ...
+    peerUid: int
+    def __init__(self, sessionId: _Optional[int] = ..., peerPid: _Optional[int] = ..., buffers: _Optional[int] = ..., bufferBytes: _Optional[int] = ..., preparedModels: _Optional[int] = ..., peerUid: _Optional[int] = ...) -> None: ...
+
+class UidStatus(_message.Message):
+    __slots__ = ("uid", "sessions", "sharedMemoryBytes")
+    UID_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    SHAREDMEMORYBYTES_FIELD_NUMBER: _ClassVar[int]
+    uid: int
+    sessions: int
+    sharedMemoryBytes: int
+    def __init__(self, uid: _Optional[int] = ..., sessions: _Optional[int] = ..., sharedMemoryBytes: _Optional[int] = ...) -> None: ...
 
 class FaultConfig(_message.Message):
     __slots__ = ("runDelayMs", "runHang", "exitOnRun", "exitOnPrepare", "exitOnRunProbability", "exitOnExportCache", "deviceStatus", "deviceBusy", "corruptExportedCache")
@@ -78,7 +90,7 @@ class RunQueue(_message.Message):
     def __init__(self, cores: _Optional[int] = ..., coresInUse: _Optional[int] = ..., queued: _Optional[int] = ..., waited: _Optional[int] = ..., waitSeconds: _Optional[float] = ..., gaveUp: _Optional[int] = ...) -> None: ...
 
 class DriverStatus(_message.Message):
-    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults", "details", "runLatency", "sharedMemoryBudgetBytes", "sessionMemoryBudgetBytes", "modelMemoryLimitBytes", "sharedMemoryUsedBytes", "runQueue")
+    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults", "details", "runLatency", "sharedMemoryBudgetBytes", "sessionMemoryBudgetBytes", "modelMemoryLimitBytes", "sharedMemoryUsedBytes", "runQueue", "uidMemoryBudgetBytes", "maxSessionsPerUid", "uids")
     class DetailsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +119,9 @@ class DriverStatus(_message.Message):
     MODELMEMORYLIMITBYTES_FIELD_NUMBER: _ClassVar[int]
     SHAREDMEMORYUSEDBYTES_FIELD_NUMBER: _ClassVar[int]
     RUNQUEUE_FIELD_NUMBER: _ClassVar[int]
+    UIDMEMORYBUDGETBYTES_FIELD_NUMBER: _ClassVar[int]
+    MAXSESSIONSPERUID_FIELD_NUMBER: _ClassVar[int]
+    UIDS_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     kind: str
     name: str
@@ -128,4 +143,7 @@ class DriverStatus(_message.Message):
     modelMemoryLimitBytes: int
     sharedMemoryUsedBytes: int
     runQueue: RunQueue
-    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ..., details: _Optional[_Mapping[str, str]] = ..., runLatency: _Optional[_Union[RunLatency, _Mapping]] = ..., sharedMemoryBudgetBytes: _Optional[int] = ..., sessionMemoryBudgetBytes: _Optional[int] = ..., modelMemoryLimitBytes: _Optional[int] = ..., sharedMemoryUsedBytes: _Optional[int] = ..., runQueue: _Optional[_Union[RunQueue, _Mapping]] = ...) -> None: ...
+    uidMemoryBudgetBytes: int
+    maxSessionsPerUid: int
+    uids: _containers.RepeatedCompositeFieldContainer[UidStatus]
+    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ..., details: _Optional[_Mapping[str, str]] = ..., runLatency: _Optional[_Union[RunLatency, _Mapping]] = ..., sharedMemoryBudgetBytes: _Optional[int] = ..., sessionMemoryBudgetBytes: _Optional[int] = ..., modelMemoryLimitBytes: _Optional[int] = ..., sharedMemoryUsedBytes: _Optional[int] = ..., runQueue: _Optional[_Union[RunQueue, _Mapping]] = ..., uidMemoryBudgetBytes: _Optional[int] = ..., maxSessionsPerUid: _Optional[int] = ..., uids: _Optional[_Iterable[_Union[UidStatus, _Mapping]]] = ...) -> None: ...

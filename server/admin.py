@@ -53,7 +53,7 @@ from nnrt.server.faults import FaultInjection
 from nnrt.server.run_scheduler import RunScheduler
 from nnrt.common.runtime_dir import ADMIN_METADATA_KEY
 from nnrt.common.session_channel import METADATA_KEY
-from nnrt.server.sessions import ChannelPolicy, Session, SessionRegistry
+from nnrt.server.sessions import ChannelPolicy, Session, SessionRegistry, UidLedger
 from nnrt.server.stats import LATENCY_BUCKETS, RunStats
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,7 @@ class AdminServicer(rpc.NnrtAdminServicer):
         self.stats = stats
         self.started = time.monotonic() if started is None else started
         self.token: str | None = None  # the admin token (written at the host's start)
+        self.uids: UidLedger | None = None  # the session channel's (set once it exists)
 
     def _privileged_call(self, context) -> bool:
         """Whether the call carries this driver's admin token."""
@@ -125,9 +126,14 @@ class AdminServicer(rpc.NnrtAdminServicer):
             sessions = [
                 pb.SessionStatus(
                     sessionId=s.id, peerPid=shown_pid(s), buffers=len(s.buffers),
-                    bufferBytes=s.buffers.total_bytes(), preparedModels=s.prepared_count())
+                    bufferBytes=s.buffers.total_bytes(), preparedModels=s.prepared_count(),
+                    peerUid=s.uid if shown_pid(s) and s.uid is not None else None)
                 for s in sorted(self.sessions.sessions(), key=lambda s: s.id)
             ]
+            uids = [] if self.uids is None else [
+                pb.UidStatus(uid=uid, sessions=count, sharedMemoryBytes=held)
+                for uid, (count, held) in self.uids.accounts().items()
+                if everyone or (caller is not None and uid == caller.uid)]
             return pb.DriverStatus(
                 kind=self.device.kind, name=self.name, deviceName=self.device.name,
                 vendor=self.device.vendor, pid=os.getpid(),
@@ -148,6 +154,9 @@ class AdminServicer(rpc.NnrtAdminServicer):
                     cores=queue.cores, coresInUse=queue.cores_in_use, queued=queue.queued,
                     waited=queue.waited, waitSeconds=queue.wait_seconds,
                     gaveUp=queue.gave_up),
+                uidMemoryBudgetBytes=0 if self.uids is None else self.uids.memory_limit,
+                maxSessionsPerUid=0 if self.uids is None else self.uids.max_sessions,
+                uids=uids,
             )
         except Exception:
             log.exception("GetStatus failed unexpectedly")

@@ -159,6 +159,7 @@ class DriverHost:
                                                  prepared.run_packet, self._workers,
                                                  self.channel_policy, prepared.run_estimate,
                                                  prepared.queue_run)
+            self.admin.uids = self._channel.uids
         finally:
             os.umask(old_umask)
         try:

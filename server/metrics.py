@@ -156,6 +156,14 @@ class DevmgrCollector(Collector):
                                            "memory one session may hold", labels=LABELS)
         model_limit = GaugeMetricFamily("nnrt_driver_model_memory_limit_bytes", "memory one "
                                         "run of a prepared model may write", labels=LABELS)
+        uid_budget = GaugeMetricFamily("nnrt_driver_uid_memory_budget_bytes", "shared memory "
+                                       "the sessions of one peer uid may hold together "
+                                       "(--max-uid-memory-mb or its default)", labels=LABELS)
+        uid_memory = GaugeMetricFamily("nnrt_driver_uid_shared_memory_bytes", "shared memory "
+                                       "the sessions of one peer uid hold now",
+                                       labels=[*LABELS, "uid"])
+        uid_sessions = GaugeMetricFamily("nnrt_driver_uid_sessions", "sessions one peer uid "
+                                         "has open now", labels=[*LABELS, "uid"])
         queue_families = [kind(name, text, labels=LABELS)
                           for name, kind, text, _ in RUN_QUEUE_METRICS]
         for d in drivers:
@@ -187,12 +195,18 @@ class DevmgrCollector(Collector):
                 budget.add_metric(labels, status.sharedMemoryBudgetBytes)
                 session_budget.add_metric(labels, status.sessionMemoryBudgetBytes)
                 model_limit.add_metric(labels, status.modelMemoryLimitBytes)
+            if status.uidMemoryBudgetBytes:
+                uid_budget.add_metric(labels, status.uidMemoryBudgetBytes)
+            for account in status.uids:
+                uid_memory.add_metric([*labels, str(account.uid)], account.sharedMemoryBytes)
+                uid_sessions.add_metric([*labels, str(account.uid)], account.sessions)
             if status.HasField("runQueue"):
                 for family, (*_, field) in zip(queue_families, RUN_QUEUE_METRICS):
                     family.add_metric(labels, getattr(status.runQueue, field))
         yield from (state, restarts, takeovers, standby_ready, driver_uptime, status_up, runs,
                     in_flight, latency, sessions, buffers, buffer_bytes, prepared, budget,
-                    session_budget, model_limit, *queue_families)
+                    session_budget, model_limit, uid_budget, uid_memory, uid_sessions,
+                    *queue_families)
 
         took = GaugeMetricFamily("nnrt_devmgr_scrape_duration_seconds", "seconds this scrape "
                                  "took to read the drivers")

@@ -280,6 +280,12 @@ class UidLedger:
     def sessions(self, uid: int) -> int:
         return self._sessions.get(uid, 0)
 
+    def accounts(self) -> dict[int, tuple[int, int]]:
+        """uid -> (sessions open, bytes held), for every uid that has either now."""
+        with self._lock:
+            return {uid: (self._sessions.get(uid, 0), self._held.get(uid, 0))
+                    for uid in sorted(self._sessions.keys() | self._held.keys())}
+
     def held(self, uid: int) -> int:
         """Bytes of shared memory the sessions of `uid` hold."""
         return self._held.get(uid, 0)

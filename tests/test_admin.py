@@ -57,7 +57,7 @@ def test_status_reflects_sessions_buffers_and_prepared_models(shared_driver):
     client = shared_driver.client()
     try:
         assert session_of(status(shared_driver), client.session_id) == apb.SessionStatus(
-            sessionId=client.session_id, peerPid=os.getpid())
+            sessionId=client.session_id, peerPid=os.getpid(), peerUid=os.geteuid())
         _, small = client.allocate_buffer(16)
         _, big = client.allocate_buffer(4096)
         first = add_model().prepare(client)

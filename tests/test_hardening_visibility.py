@@ -117,17 +117,24 @@ def test_budgets_given_as_options_are_reported_with_what_is_held(runtime_dir, ca
             capsys.readouterr()
             assert cli.main(["status", "--runtime-dir", str(runtime_dir), "--json"]) == 0
             (entry,) = json.loads(capsys.readouterr().out)["drivers"]
+            uid = os.geteuid()
             assert entry["budgets"] == {"shared_memory_bytes": 64 * MIB,
                                         "session_memory_bytes": 16 * MIB,
                                         "model_memory_bytes": 8 * MIB,
-                                        "shared_memory_used_bytes": 1 * MIB}
+                                        "shared_memory_used_bytes": 1 * MIB,
+                                        "uid_memory_bytes": 32 * MIB,  # half, the default
+                                        "sessions_per_uid": 64,
+                                        "uids": [{"uid": uid, "sessions": 1,
+                                                  "shared_memory_bytes": 1 * MIB}]}
+            assert [s["session_id"] for s in entry["sessions"]] == [client.session_id]
             assert entry["standby"] is None and entry["takeovers"] is None  # no devmgr
             assert cli.main(["status", "--runtime-dir", str(runtime_dir)]) == 0
             out = capsys.readouterr().out
             header, row = out.splitlines()[3:5]
             assert header.split()[-1] == "BUDGET" and row.endswith("1.0 MiB  64.0 MiB")
-            assert "  cpu budgets: shared memory 64.0 MiB (a session 16.0 MiB), model memory " \
-                   "8.0 MiB per run" in out
+            assert "  cpu budgets: shared memory 64.0 MiB (a session 16.0 MiB, a uid 32.0 MiB " \
+                   "and 64 sessions), model memory 8.0 MiB per run" in out
+            assert f"  cpu uid {uid}: 1 session, 1.0 MiB" in out
             region.close()
     finally:
         assert driver.stop() == 0
@@ -172,6 +179,8 @@ def test_standby_in_status_and_metrics(tmp_path, devmgrs, capsys):
         not in samples  # standby off: no series
     assert value(samples, "nnrt_driver_shared_memory_budget_bytes", **labels) > 0
     assert value(samples, "nnrt_driver_model_memory_limit_bytes", **labels) > 0
+    assert value(samples, "nnrt_driver_uid_memory_budget_bytes", **labels) == \
+        value(samples, "nnrt_driver_shared_memory_budget_bytes", **labels) // 2
 
     os.kill(live, signal.SIGKILL)
     after = devmgr.wait_drivers(

@@ -366,6 +366,7 @@ with grpc.insecure_channel(f"unix:{directory}/cpu.sock") as channel:
     faults = stub.SetFaults(admin_pb2.FaultConfig(runDelayMs=1), metadata=metadata, timeout=5)
 print(json.dumps({"code": status.returnCode, "faults": faults.returnCode,
                   "sessions": [[s.sessionId, s.peerPid] for s in status.sessions],
+                  "uids": [u.uid for u in status.uids],
                   "own": client.session_id if client else None}))
 """
 
@@ -403,6 +404,8 @@ def test_the_admin_service_follows_allow_uid_and_shows_only_the_callers_pids(bas
             assert other["code"] == 0 and other["faults"] == HDF_ERR_NOPERM
             pids = dict(map(tuple, other["sessions"]))
             assert pids[ours.session_id] == 0  # root's session: listed, its pid not shown
+            assert other["uids"] == [OTHER]  # what its own uid holds, not root's
+            assert sorted(u.uid for u in full.uids) == [0]  # root sees every uid's
             assert pids[other["own"]] not in (0, os.getpid())
             # root (a session of its own) may set faults
             assert set_faults_with(driver, ours._metadata) == 0

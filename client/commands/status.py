@@ -98,7 +98,12 @@ def _budgets(admin) -> dict | None:
     return {"shared_memory_bytes": admin.sharedMemoryBudgetBytes,
             "session_memory_bytes": admin.sessionMemoryBudgetBytes,
             "model_memory_bytes": admin.modelMemoryLimitBytes,
-            "shared_memory_used_bytes": admin.sharedMemoryUsedBytes}
+            "shared_memory_used_bytes": admin.sharedMemoryUsedBytes,
+            # per peer uid (--max-uid-memory-mb, --max-sessions-per-uid; 0: not reported)
+            "uid_memory_bytes": admin.uidMemoryBudgetBytes,
+            "sessions_per_uid": admin.maxSessionsPerUid,
+            "uids": [{"uid": u.uid, "sessions": u.sessions,
+                      "shared_memory_bytes": u.sharedMemoryBytes} for u in admin.uids]}
 
 
 def _run_queue(admin) -> dict | None:
@@ -178,10 +183,15 @@ def run(args: argparse.Namespace) -> int:
                              f"{'s' if d['takeovers'] != 1 else ''} by its standby")
             if d["budgets"]:
                 b = d["budgets"]
+                per_uid = (f", a uid {format_bytes(b['uid_memory_bytes'])} and "
+                           f"{b['sessions_per_uid']} sessions" if b["uid_memory_bytes"] else "")
                 notes.append(f"  {d['name']} budgets: shared memory "
                              f"{format_bytes(b['shared_memory_bytes'])} "
-                             f"(a session {format_bytes(b['session_memory_bytes'])}), model "
-                             f"memory {format_bytes(b['model_memory_bytes'])} per run")
+                             f"(a session {format_bytes(b['session_memory_bytes'])}{per_uid}), "
+                             f"model memory {format_bytes(b['model_memory_bytes'])} per run")
+                notes.extend(f"  {d['name']} uid {u['uid']}: {u['sessions']} session"
+                             f"{'s' if u['sessions'] != 1 else ''}, "
+                             f"{format_bytes(u['shared_memory_bytes'])}" for u in b["uids"])
             if d["run_queue"]:
                 notes.append(format_run_queue(d["name"], d["run_queue"]))
         for d in drivers:
