@@ -53,7 +53,7 @@ from nnrt.client.capi.operation_table import OPERATIONS, ParamSpec
 from nnrt.client.capi._objects import last_failure
 from nnrt.client.core import execution
 from nnrt.client.core.device import find_device, registry
-from nnrt.client.core.hetero import auto_order
+from nnrt.client.core.hetero import device_list
 from nnrt.client.core.driver import DriverGone
 from nnrt.client.core.buffer import allocate, release_memory
 from nnrt.client.core.errors import ConnectionLost, InvalidParameter, NNRtError
@@ -159,25 +159,9 @@ def list_devices() -> list[DeviceInfo]:
 
 
 def _devices(device: Any) -> list[Any] | None:
-    """The core's devices of a preference list or "auto" (None: one device is named)."""
-    if isinstance(device, str) and device.strip().lower() == "auto":
-        found = auto_order(registry().devices())
-        if not found:
-            raise NNRtError(OH_NN_ReturnCode.OH_NN_FAILED, "no device: no driver answers")
-        return found
-    if isinstance(device, (list, tuple)):
-        if not device:
-            raise _bad_argument("an empty list of devices")
-        available = registry().devices()
-        devices = []
-        for wanted in device:
-            found = find_device(available, wanted.id if isinstance(wanted, DeviceInfo)
-                                else wanted)
-            if found in devices:
-                raise _bad_argument(f"device {wanted!r} is named twice")
-            devices.append(found)
-        return devices
-    return None
+    """The core's devices of a preference list, "gpu,cpu" or "auto" (core/hetero.py
+    `device_list`); None: one device is named."""
+    return device_list(registry().devices(), device)
 
 
 def _device_id(device: int | str | OH_NN_DeviceType | DeviceInfo | None) -> int:

@@ -88,7 +88,7 @@ from nnrt.client.core.errors import NNRtError
 from nnrt.client.core.model_cache import CacheContents, CacheDir, CacheInvalid
 from nnrt.client.capi.structs import c_count, c_int
 from nnrt.client.core.device import Device
-from nnrt.client.core.hetero import HeteroCompilation
+from nnrt.client.core.hetero import HeteroCompilation, PreparePartition
 from nnrt.client.core.driver import DriverClient, DriverGone
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_SUCCESS, code_name
@@ -503,17 +503,49 @@ def _build(o: _Options) -> BuiltModel:
 
 
 def _build_hetero(o: _Options) -> BuiltModel:
-    """A model over several devices (client/core/hetero.py); a model source only."""
+    """A model over several devices (client/core/hetero.py); a model source only. With a
+    cache directory, each partition keeps a cache of its own there (`_partition_cache`)."""
     if o.model is None:
         raise NNRtError(OH_NN_INVALID_PARAMETER, "a compilation for several devices needs a "
                         "model (not an offline model or a cache)")
-    if o.cache_path:
-        raise NNRtError(OH_NN_INVALID_PARAMETER, "a compilation for several devices keeps no "
-                        "cache directory (its partitions' caches are kept in memory)")
     config = ht.ModelConfig(enableFloat16=o.float16, mode=o.performance, priority=o.priority,
                             extensions=o.extensions)
-    return HeteroCompilation(o.devices, _lowered(o.model), config,
-                             failover=o.failover).build()
+    prepare = None
+    if o.cache_path:
+        prefix = _model_name(o.extensions)
+        if o.cache_version == model_cache.INVALID_VERSION:
+            raise NNRtError(OH_NN_INVALID_PARAMETER, "cache version UINT32_MAX is reserved")
+        if not os.path.isdir(o.cache_path) or \
+                not os.access(o.cache_path, os.R_OK | os.W_OK | os.X_OK):
+            raise NNRtError(OH_NN_INVALID_PATH,
+                            f"cache directory {o.cache_path!r} is missing or not accessible")
+
+        def prepare(device: Device, client: DriverClient, sub: LoweredModel) -> BuiltModel:
+            return _partition_cache(compilation, device, client, config, sub, o.cache_path,
+                                    o.cache_version, prefix)
+
+    compilation = HeteroCompilation(o.devices, _lowered(o.model), config,
+                                    failover=o.failover, prepare=prepare)
+    return compilation.build()
+
+
+def _partition_cache(compilation: HeteroCompilation, device: Device, client: DriverClient,
+                     config: ht.ModelConfig, sub: LoweredModel, cache_path: str, version: int,
+                     prefix: str) -> BuiltModel:
+    """A partition through the cache directory: its own cache there, named by the device and
+    the partition (`<ModelName>part-<device ID>-<sub-model digest>-`, then upstream's file
+    names), so the same model over the same devices finds every partition's cache again,
+    and a partition two models share, one cache. The cache-directory table of capi.md 1.9
+    holds per partition; a device without a model cache prepares its partitions without."""
+    supported = client.is_model_cache_supported()
+    if supported.returnCode != NNRT_SUCCESS or not supported.isSupported:
+        log.info("device %s has no model cache: its partition is prepared without one",
+                 device.name)
+        return compilation.prepare_partition(device, client, sub)
+    digest = model_cache.model_digest(sub)
+    return _build_with_cache(device, client, config, sub, cache_path, version,
+                             f"{prefix}part-{device.id}-{digest[:16]}-",
+                             prepare=compilation.prepare_partition, digest=digest)
 
 
 def _model_name(extensions: dict[str, bytes]) -> str:
@@ -612,8 +644,12 @@ def _dir_lock(path: str, exclusive: bool) -> Iterator[None]:
 
 def _build_with_cache(device: Device, client: DriverClient, config: ht.ModelConfig,
                       lowered: LoweredModel | None, cache_path: str, version: int,
-                      prefix: str) -> BuiltModel:
-    """The cache-directory table of capi.md 1.9 (header contract, our decisions of 5.2)."""
+                      prefix: str, *, prepare: PreparePartition | None = None,
+                      digest: str | None = None
+                      ) -> BuiltModel:
+    """The cache-directory table of capi.md 1.9 (header contract, our decisions of 5.2).
+    `prepare(device, client, lowered)` prepares the model when no cache serves (default
+    `compile_model` with `config`); `digest`, the model's if already known."""
     if version == model_cache.INVALID_VERSION:
         raise NNRtError(OH_NN_INVALID_PARAMETER, "cache version UINT32_MAX is reserved")
     directory = os.path.realpath(cache_path)
@@ -622,7 +658,8 @@ def _build_with_cache(device: Device, client: DriverClient, config: ht.ModelConf
         raise NNRtError(OH_NN_INVALID_PATH,
                       f"cache directory {cache_path!r} is missing or not accessible")
     cache = CacheDir(directory, prefix)
-    digest = model_cache.model_digest(lowered)
+    if digest is None:
+        digest = model_cache.model_digest(lowered)
     try:
         with _dir_lock(directory, exclusive=False):
             index = cache.read_index()
@@ -648,7 +685,8 @@ def _build_with_cache(device: Device, client: DriverClient, config: ht.ModelConf
     if lowered is None:
         raise NNRtError(OH_NN_INVALID_PARAMETER, f"no usable cache in {directory!r} (prefix "
                       f"{prefix!r}, version {version}) and no model to compile")
-    built = compile_model(device, client, config, lowered)
+    built = prepare(device, client, lowered) if prepare is not None else \
+        compile_model(device, client, config, lowered)
     try:
         contents = built.cache  # exported by _compile when it could
         if contents is None:

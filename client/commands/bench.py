@@ -21,7 +21,9 @@ arr_1, ... in order; checked as by `nnrt run`), or random ones matching the mode
 floats uniform in [0, 1), integers 0, booleans random; a dynamic dimension takes
 `--dynamic-dim` (default 1). On a terminal, a progress bar goes to stderr (none otherwise).
 
-Device choice, the embedded driver and exit codes are those of `nnrt run`. Ctrl-C while
+Device choice (several too: `--device gpu,cpu`, `--device auto`, with the plan said and
+failover on unless `--no-failover`), the embedded driver and exit codes are those of
+`nnrt run`. Ctrl-C while
 measuring reports what was measured, then exits 130 (`"interrupted": true` in --json).
 """
 
@@ -230,7 +232,7 @@ def _bench(args: argparse.Namespace) -> int:
     bar = ProgressBar() if ProgressBar.wanted() else None
     interrupted = False
     with open_device(args) as target:
-        prepared = Prepared(target, lowered, float16=args.float16)
+        prepared = Prepared(target, lowered, float16=args.float16, failover=args.failover)
         slots: list[RunSlot] = []
         try:
             prepared.check_dim_ranges(arrays)
@@ -252,6 +254,8 @@ def _bench(args: argparse.Namespace) -> int:
                 interrupted = True     # the terminal's SIGINT too: runs after it failed)
             if phase.error is not None and not interrupted:
                 raise phase.error
+            plan = prepared.plan()
+            plan_lines = prepared.plan_lines(13, args.explain)
         finally:
             for slot in slots:
                 slot.close()
@@ -266,8 +270,12 @@ def _bench(args: argparse.Namespace) -> int:
     outputs = [{"name": d.name, "dtype": str(model_file.dtype_of(d)), "shape": list(s)}
                for d, s in zip(lowered.outputs, shapes)]
     if args.json:
-        print_json({"ok": not interrupted, "model": str(args.model), "device": target.json(),
-                    "runtime_dir": str(target.directory), "embedded": target.embedded,
+        entry = target.add_json({"ok": not interrupted, "model": str(args.model)})
+        if plan is not None:
+            entry["plan"] = plan
+            if args.explain:
+                entry["explain"] = "\n".join(plan_lines)
+        print_json({**entry, "runtime_dir": str(target.directory), "embedded": target.embedded,
                     "float16": args.float16, "prepare_ms": round(prepared.prepare_ms, 3),
                     "inputs": inputs, "outputs": outputs, "warmup": args.warmup,
                     "concurrency": args.concurrency, "runs": len(phase.latencies),
@@ -276,8 +284,10 @@ def _bench(args: argparse.Namespace) -> int:
         lat = result["latency_ms"]
         nodes = len(lowered.hdi.nodes)
         print(f"model:       {args.model} ({nodes} node{'s' if nodes != 1 else ''})")
-        print(f"device:      {target.text()}"
+        print(f"{'devices:' if target.devices else 'device:':<13}{target.text()}"
               + ("  [embedded driver]" if target.embedded else ""))
+        for line in plan_lines:
+            print(line)
         for i, (entry, desc) in enumerate(zip(inputs, lowered.inputs)):
             shown = describe_io(desc).replace(model_file.shape_text(desc.shape),
                                               model_file.shape_text(entry["shape"]))

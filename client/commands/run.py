@@ -23,7 +23,13 @@ and `-` replaced by `_` (`Tensor: 7` -> `Tensor_7.npy`) — or, when the output 
 give it (`np.load(path)["Tensor: 7"]`).
 
 The device: `--device` by ID, full name (`nnrt-cpu_nnrt_v2_1`), device-name part
-(`nnrt-cpu` or `cpu`), driver (socket) name or type (`cpu`); default the first. With no
+(`nnrt-cpu` or `cpu`), driver (socket) name or type (`cpu`); default the first. Several,
+comma-separated in order of preference (`--device gpu,cpu`), or `--device auto` (every
+device: accelerators, GPUs, CPUs): the model is compiled over them as the Pythonic API's
+`model.compile([...])` does (client/core/hetero.py) — each node on the first device that
+runs it, the partitions run as steps, and a driver that dies or reports a device error
+mid-run moves the run to the devices left (`--no-failover`: the run fails instead); the
+output says the plan (`--explain`: every step's nodes, why, the boundary tensors). With no
 driver in the runtime directory an embedded CPU driver is started for the run, as for
 `nnrt demo` (client/core/embedded.py), and said so on stderr; `NNRT_NO_EMBEDDED=1` forbids it.
 
@@ -59,6 +65,7 @@ from nnrt.client.core.driver import DriverClient, DriverGone
 from nnrt.client.core.embedded import DISABLE_ENV, embedded_disabled, find_or_start
 from nnrt.client.core.errors import DeviceNotFound, NNRtError, RunTimeout
 from nnrt.client.core.execution import Execution
+from nnrt.client.core.hetero import HeteroCompilation, device_list
 from nnrt.client.core.prepared_model import PreparedModel
 from nnrt.common import model_file
 from nnrt.common.hdi_model import IODesc, LoweredModel
@@ -103,8 +110,16 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, inputs_required: boo
                         ".npz archive holding every input (by input name, or arr_0, arr_1, "
                         "... in order)" + ("" if inputs_required else
                                          " (default: random inputs)"))
-    parser.add_argument("--device", "-d", help="device ID, name, driver or type "
-                                               "(default: the first device)")
+    parser.add_argument("--device", "-d", help="device ID, name, driver or type (default: the "
+                                               "first device); several, comma-separated in "
+                                               "order of preference (gpu,cpu), or auto: each "
+                                               "node on the first device that runs it")
+    parser.add_argument("--no-failover", dest="failover", action="store_false",
+                        help="over several devices: a driver's death or device error fails "
+                             "the run (default: the run goes on over the devices left)")
+    parser.add_argument("--explain", action="store_true",
+                        help="over several devices: print the plan (each step's device and "
+                             "nodes, why nodes went where, the boundary tensors)")
     parser.add_argument("--float16", action="store_true",
                         help="compute in float16 (the device must support it)")
     parser.add_argument("--timeout", type=_positive_int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
@@ -279,16 +294,35 @@ def npz_output_names(descs: Sequence[IODesc]) -> list[str]:
 
 @dataclass
 class Target:
-    device: Device
+    device: Device  # the one device, or the first (preferred) of several
     client: DriverClient
     directory: Path
     embedded: bool
+    devices: list[Device] | None = None  # several, in order of preference
 
     def json(self) -> dict:
-        return {"name": self.device.name, "id": self.device.id, "driver": self.device.driver}
+        return _device_json(self.device)
 
     def text(self) -> str:
-        return f"{self.device.name} (ID {self.device.id}, driver {self.device.driver})"
+        if self.devices is not None:
+            return ", ".join(_device_text(d) for d in self.devices)
+        return _device_text(self.device)
+
+    def add_json(self, entry: dict) -> dict:
+        """`entry` with the devices: "device" (the one, or the preferred), "devices" for
+        several."""
+        entry["device"] = self.json()
+        if self.devices is not None:
+            entry["devices"] = [_device_json(d) for d in self.devices]
+        return entry
+
+
+def _device_json(device: Device) -> dict:
+    return {"name": device.name, "id": device.id, "driver": device.driver}
+
+
+def _device_text(device: Device) -> str:
+    return f"{device.name} (ID {device.id}, driver {device.driver})"
 
 
 def select_device(devices: Sequence[Device], wanted: str | None) -> Device:
@@ -298,6 +332,18 @@ def select_device(devices: Sequence[Device], wanted: str | None) -> Device:
         return find_device(devices, wanted)
     except DeviceNotFound as exc:
         raise CommandError(EXIT_UNREACHABLE, exc.message) from None
+
+
+def select_devices(devices: Sequence[Device], wanted: str | None) -> list[Device] | None:
+    """Several devices (`gpu,cpu`, `auto`) by the core's rules (core/hetero.py
+    `device_list`); None when `wanted` names one. Exit 3 for a device there is not, 2 for a
+    list naming one twice or an empty name."""
+    try:
+        return device_list(devices, wanted)
+    except DeviceNotFound as exc:
+        raise CommandError(EXIT_UNREACHABLE, exc.message) from None
+    except NNRtError as exc:
+        raise CommandError(EXIT_USAGE, f"--device {wanted}: {exc.message}") from None
 
 
 @contextlib.contextmanager
@@ -321,12 +367,13 @@ def open_device(args: argparse.Namespace) -> Iterator[Target]:
         devices = registry.devices()
         if not devices:
             raise CommandError(EXIT_UNREACHABLE, f"no device: no driver answers in {found}")
-        device = select_device(devices, args.device)
+        several = select_devices(devices, args.device)
+        device = several[0] if several else select_device(devices, args.device)
         try:
             client = device.client()
         except DriverGone as exc:
             raise CommandError(EXIT_UNREACHABLE, f"device {device.name}: {exc}") from None
-        yield Target(device, client, found, embedded is not None)
+        yield Target(device, client, found, embedded is not None, several)
     finally:
         registry.close()  # end our session before the drivers go
         if embedded is not None:
@@ -337,19 +384,27 @@ def open_device(args: argparse.Namespace) -> Iterator[Target]:
 
 
 class Prepared:
-    """A model compiled on the target's device by the core (client/core/compiler.py), run as
-    a core PreparedModel; released by `close`."""
+    """A model compiled on the target's device by the core (client/core/compiler.py), or
+    over its several devices (client/core/hetero.py, as `model.compile([...])`), run as a
+    core PreparedModel; released by `close`."""
 
-    def __init__(self, target: Target, lowered: LoweredModel, *, float16: bool = False) -> None:
+    def __init__(self, target: Target, lowered: LoweredModel, *, float16: bool = False,
+                 failover: bool = True) -> None:
         self.target = target
         self.client = target.client
         self.lowered = lowered
+        self.hetero: HeteroCompilation | None = None
         device = target.device
+        config = ht.ModelConfig(enableFloat16=float16)
         started = time.perf_counter()
+        if target.devices is not None:
+            self._build_hetero(target.devices, config, failover)
+            self.prepare_ms = (time.perf_counter() - started) * 1000
+            self.model = PreparedModel(self.built, self.built.client)
+            return
         try:
             check_capabilities(device, self.client, float16=float16)
-            self.built = compile_model(device, self.client, ht.ModelConfig(enableFloat16=float16),
-                                       lowered, recoverable=False)
+            self.built = compile_model(device, self.client, config, lowered, recoverable=False)
         except DriverGone as exc:
             raise CommandError(EXIT_FAILURE, f"device {device.name}: {exc}") from None
         except NNRtError as exc:
@@ -358,6 +413,49 @@ class Prepared:
                 from None
         self.prepare_ms = (time.perf_counter() - started) * 1000
         self.model = PreparedModel(self.built, self.client)
+
+    def _build_hetero(self, devices: list[Device], config: ht.ModelConfig,
+                      failover: bool) -> None:
+        names = ", ".join(d.name for d in devices)
+        self.hetero = HeteroCompilation(devices, self.lowered, config, failover=failover)
+        try:
+            self.built = self.hetero.build()
+        except DriverGone as exc:
+            raise CommandError(EXIT_FAILURE, f"devices {names}: {exc}") from None
+        except NNRtError as exc:
+            raise CommandError(EXIT_FAILURE, f"devices {names} refused the model: "
+                                             f"{exc.message}") from None
+
+    def plan(self) -> dict | None:
+        """Over several devices, the plan in use and what the runs did (JSON); else None."""
+        if self.hetero is None:
+            return None
+        current = self.hetero.current
+        stats = self.model.hetero.stats
+        return {"steps": [{"device": p.device.name, "driver": p.device.driver,
+                           "nodes": len(p.step.nodes)}
+                          for p in current.steps] if current is not None else [],
+                "boundary_tensors": len(current.plan.boundaries) if current is not None else 0,
+                "boundary_bytes": stats.boundary_bytes, "copied_bytes": stats.copied_bytes,
+                "failovers": stats.failovers}
+
+    def plan_lines(self, width: int, explain: bool) -> list[str]:
+        """The plan for the text output: one line, or the whole explanation."""
+        plan = self.plan()
+        if plan is None:
+            return []
+        if explain:
+            return self.hetero.explain().splitlines()
+        steps = ", ".join(f"{s['driver']} ({s['nodes']} node{'s' if s['nodes'] != 1 else ''})"
+                          for s in plan["steps"])
+        line = (f"{'plan:':<{width}}{len(plan['steps'])} step"
+                f"{'s' if len(plan['steps']) != 1 else ''}: {steps}; "
+                f"{plan['boundary_tensors']} boundary tensor"
+                f"{'s' if plan['boundary_tensors'] != 1 else ''}, "
+                f"{plan['copied_bytes']} bytes copied between steps")
+        if plan["failovers"]:
+            line += f"; {plan['failovers']} run(s) failed over"
+        return [line]
 
     def check_dim_ranges(self, arrays: Sequence[np.ndarray]) -> None:
         """Dynamic dimensions against the device's GetInputDimRanges (exit 2 outside them)."""
@@ -442,7 +540,7 @@ def _run(args: argparse.Namespace) -> int:
             raise CommandError(EXIT_USAGE, f"--output-dir {out_dir} is not a directory")
         files = [out_dir / name for name in output_file_names(lowered.outputs)]
     with open_device(args) as target:
-        prepared = Prepared(target, lowered, float16=args.float16)
+        prepared = Prepared(target, lowered, float16=args.float16, failover=args.failover)
         try:
             prepared.check_dim_ranges(arrays)
             slot = RunSlot(prepared, arrays)
@@ -453,6 +551,8 @@ def _run(args: argparse.Namespace) -> int:
                 results = slot.read_outputs(shapes)
             finally:
                 slot.close()
+            plan = prepared.plan()
+            plan_lines = prepared.plan_lines(10, args.explain)
         finally:
             prepared.close()
     try:
@@ -472,14 +572,22 @@ def _run(args: argparse.Namespace) -> int:
     outputs = [{"name": d.name, "dtype": str(r.dtype), "shape": list(r.shape), "file": str(p)}
                for d, r, p in zip(lowered.outputs, results, files)]
     if args.json:
-        print_json({"ok": True, "model": str(args.model), "device": target.json(),
-                    "runtime_dir": str(target.directory), "embedded": target.embedded,
-                    "float16": args.float16, "prepare_ms": round(prepared.prepare_ms, 3),
-                    "run_ms": round(run_ms, 3), "inputs": inputs, "outputs": outputs})
+        entry = target.add_json({"ok": True, "model": str(args.model)})
+        if plan is not None:
+            entry["plan"] = plan
+            if args.explain:
+                entry["explain"] = "\n".join(plan_lines)
+        print_json({**entry, "runtime_dir": str(target.directory),
+                    "embedded": target.embedded, "float16": args.float16,
+                    "prepare_ms": round(prepared.prepare_ms, 3), "run_ms": round(run_ms, 3),
+                    "inputs": inputs, "outputs": outputs})
         return EXIT_OK
     nodes = len(lowered.hdi.nodes)
     print(f"model:    {args.model} ({nodes} node{'s' if nodes != 1 else ''})")
-    print(f"device:   {target.text()}" + ("  [embedded driver]" if target.embedded else ""))
+    print(f"{'devices:' if target.devices else 'device:':<10}{target.text()}"
+          + ("  [embedded driver]" if target.embedded else ""))
+    for line in plan_lines:
+        print(line)
     print(f"prepare:  {prepared.prepare_ms:.1f} ms   run: {run_ms:.2f} ms"
           + ("   (float16)" if args.float16 else ""))
     print()

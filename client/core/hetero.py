@@ -30,6 +30,18 @@ lost driver (a failed connect is immediate), prepares the preferred plan's steps
 (from their kept cache: `PreparedModel.session`) and makes it current again: later runs
 return to it. Without failover, a death fails the run with OH_NN_CONNECTION_EXCEPTION, as on
 one device, and the executor recovers on the same driver's restart.
+
+A step's device error (NNRT_DEVICE_ERROR from a driver that is still alive: a lost or
+offline device) fails over the same way, without OnServiceDied: the device is held out of
+the plans for ERROR_HOLD_S (doubled for each further error within a minute), then taken
+back once its driver says AVAILABLE. Only that code moves a run: every other refusal of a
+Run (a bad input's NNRT_INVALID_*, NNRT_FAILED, NNRT_OUT_OF_MEMORY, the driver's flow
+control NNRT_DEVICE_BUSY) can follow from the run itself and fails it as on one device,
+leaving the plan alone. Without failover the device error is the run's
+(OH_NN_UNAVAILABLE_DEVICE).
+
+A partition is prepared by `prepare_partition`, or by the hook the compilation is given
+(the C API's cache directory: one cache per partition, client/capi/compilation.py).
 """
 
 from __future__ import annotations
@@ -50,11 +62,11 @@ from nnrt.protos import hdi_types_pb2 as ht
 
 from .buffer import BufferNotShared, SharedMemory, allocate, release_memory
 from .compiler import check_capabilities, keep_cache, built_model, prepare_failed
-from .device import Device
+from .device import Device, find_device
 from .driver import DriverClient, DriverGone, RunTicket
 from .errors import (OH_NN_CONNECTION_EXCEPTION, OH_NN_FAILED, OH_NN_SUCCESS, OH_NN_TIMEOUT,
-                     ConnectionLost, Failed, InvalidParameter, NNRtError, OH_NN_ReturnCode,
-                     RunCancelled, RunTimeout)
+                     ConnectionLost, DeviceNotFound, DeviceUnavailable, Failed,
+                     InvalidParameter, NNRtError, OH_NN_ReturnCode, RunCancelled, RunTimeout)
 from .partition import Plan, PartitionError, Step, Support, node_type_name, partition, \
     relaxed_query, sub_model
 from .prepared_model import BuiltModel, DimRanges, PreparedModel
@@ -63,6 +75,18 @@ log = logging.getLogger(__name__)
 
 # How often a compilation running on a fallback plan looks for the lost driver again.
 RETURN_POLL_S = 0.05
+# A step's device error (NNRT_DEVICE_ERROR from a driver still alive: hardware failure,
+# device offline) keeps its device out of the compilation's plans for ERROR_HOLD_S, doubled
+# for each further error within ERROR_MEMORY_S of the last, at most ERROR_HOLD_MAX_S; after
+# the hold the device is taken back once its driver says AVAILABLE (GetDeviceStatus).
+ERROR_HOLD_S = 1.0
+ERROR_HOLD_MAX_S = 30.0
+ERROR_MEMORY_S = 60.0
+# Run codes that say the device failed, not the run's tensors: only these move a run to
+# another plan. NNRT_DEVICE_BUSY is the driver's flow control (a session over its runs in
+# flight) and the invalid-input codes, NNRT_FAILED and NNRT_OUT_OF_MEMORY can follow from the
+# run's own inputs and values: they fail the run and leave the plan as it is.
+DEVICE_ERROR_CODES = frozenset({ht.NNRT_DEVICE_ERROR})
 # HDI DeviceType order of "auto": accelerator, GPU, CPU, then anything else.
 AUTO_ORDER = {3: 0, 2: 1, 1: 2, 0: 3}
 
@@ -70,6 +94,40 @@ AUTO_ORDER = {3: 0, 2: 1, 1: 2, 0: 3}
 def auto_order(devices: Sequence[Device]) -> list[Device]:
     """Every device, accelerators before GPUs before CPUs (stable within a kind)."""
     return sorted(devices, key=lambda d: AUTO_ORDER.get(d.hdi_device_type, 4))
+
+
+def device_list(available: Sequence[Device], wanted: Any) -> list[Device] | None:
+    """The devices of a compilation for several devices, by the rules every front end uses:
+    "auto" (every device, `auto_order`), a list or tuple in order of preference, or a
+    string naming several, comma-separated ("gpu,cpu"); each entry as `find_device` takes
+    it. None when `wanted` names one device (the single-device path). DeviceNotFound
+    (OH_NN_FAILED) for a device there is not, or none at all for "auto"; InvalidParameter
+    for an empty list or a device named twice."""
+    if isinstance(wanted, str):
+        if wanted.strip().lower() == "auto":
+            if not available:
+                raise DeviceNotFound("no device: no driver answers")
+            return auto_order(available)
+        if "," not in wanted:
+            return None
+        wanted = [part.strip() for part in wanted.split(",")]
+        if not all(wanted):
+            raise InvalidParameter(f"an empty device name in {','.join(wanted)!r}")
+    if not isinstance(wanted, (list, tuple)):
+        return None
+    if not wanted:
+        raise InvalidParameter("an empty list of devices")
+    devices: list[Device] = []
+    for name in wanted:
+        found = find_device(available, name)
+        if found in devices:
+            raise InvalidParameter(f"device {name!r} is named twice")
+        devices.append(found)
+    return devices
+
+
+# (device, its session, the partition as a model) -> the partition prepared there
+PreparePartition = Callable[[Device, DriverClient, LoweredModel], BuiltModel]
 
 
 @dataclass
@@ -135,7 +193,8 @@ class HeteroCompilation:
     """A model compiled for an ordered list of devices (module docstring)."""
 
     def __init__(self, devices: Sequence[Device], lowered: LoweredModel,
-                 config: ht.ModelConfig, *, failover: bool = True) -> None:
+                 config: ht.ModelConfig, *, failover: bool = True,
+                 prepare: PreparePartition | None = None) -> None:
         if not devices:
             raise InvalidParameter("no device to compile for")
         self.devices = list(devices)
@@ -143,6 +202,9 @@ class HeteroCompilation:
         self.lowered = lowered
         self.config = config
         self.failover = failover
+        # How a partition is prepared: `prepare_partition`, or the C API's through a cache
+        # directory (client/capi/compilation.py: one cache per partition).
+        self.prepare = prepare
         self.supports: list[Support] = []
         self.preferred: PreparedPlan | None = None
         self.current: PreparedPlan | None = None
@@ -150,6 +212,9 @@ class HeteroCompilation:
         self._steps: dict[tuple[int, tuple[int, ...]], PreparedStep] = {}
         self._lock = threading.RLock()  # plans and steps made one at a time
         self._returning = False  # a thread waits for the preferred plan's drivers
+        # device index -> (held out until, consecutive errors, last error): devices that
+        # reported a device error
+        self._errored: dict[int, tuple[float, int, float]] = {}
         self.closed = False
 
     # -- Build ------------------------------------------------------------------------------
@@ -229,22 +294,30 @@ class HeteroCompilation:
         sub = sub_model(self.lowered, plan, number)
         client = device.client()
         started = time.monotonic()
+        built = (self.prepare or self.prepare_partition)(device, client, sub)
+        log.debug("partition %d (%d nodes) prepared on %s from its %s in %.1f ms", number,
+                  len(step.nodes), device.name, built.source,
+                  (time.monotonic() - started) * 1000)
+        prepared = PreparedStep(number, step, device, PreparedModel(built, client))
+        self._steps[key] = prepared
+        return prepared
+
+    def prepare_partition(self, device: Device, client: DriverClient,
+                          sub: LoweredModel) -> BuiltModel:
+        """PrepareModel of a partition (GetSupportedOperation already said yes to each of its
+        nodes), its cache kept in memory for recovery."""
         try:
             with sub.hdi.packed(client) as model:
                 reply = client.prepare_model(model, self.config)
         except PrepareError as exc:
             raise NNRtError(OH_NN_FAILED, f"on {device.name}: {exc}") from exc
         if reply.returnCode != NNRT_SUCCESS:
-            raise prepare_failed(f"PrepareModel of partition {number}", device, reply.returnCode,
-                                 reply.reason)
+            raise prepare_failed(f"PrepareModel of a partition ({len(sub.hdi.nodes)} nodes)",
+                                 device, reply.returnCode, reply.reason)
         built = built_model(device, client, reply.preparedModelId, sub.inputs, sub.outputs,
                             self.config, sub, "model", None, None)
         keep_cache(client, built)
-        log.debug("partition %d (%d nodes) prepared on %s in %.1f ms", number, len(step.nodes),
-                  device.name, (time.monotonic() - started) * 1000)
-        prepared = PreparedStep(number, step, device, PreparedModel(built, client))
-        self._steps[key] = prepared
-        return prepared
+        return built
 
     def explain(self, plan: PreparedPlan | None = None) -> str:
         """The plan in words: each step's device and nodes, why nodes went where, the
@@ -279,9 +352,14 @@ class HeteroCompilation:
 
     # -- failover ---------------------------------------------------------------------------
 
-    def fail_over(self, failed: PreparedPlan, device_index: int) -> PreparedPlan:
-        """The plan runs go on with after `device_index`'s driver died under `failed`."""
+    def fail_over(self, failed: PreparedPlan, device_index: int,
+                  error: str | None = None) -> PreparedPlan:
+        """The plan runs go on with after `device_index`'s driver died under `failed`, or
+        (`error`, its reason) reported a device error while alive: that device is then held
+        out of the plans for a while (ERROR_HOLD_S)."""
         with self._lock:
+            if error is not None:
+                hold = self._hold(device_index)
             current = self.current
             if current is not failed and current is not None and \
                     device_index not in current.device_indices():
@@ -301,21 +379,54 @@ class HeteroCompilation:
                                          f"model: {exc}") from None
                 break
             self.current = plan
-            log.warning("%s: the driver of %s died; runs go on over %s", self.group.name,
-                        self.devices[device_index].name,
-                        ", ".join(self.devices[k].name for k in usable))
+            left = ", ".join(self.devices[k].name for k in usable)
+            if error is None:
+                log.warning("%s: the driver of %s died; runs go on over %s", self.group.name,
+                            self.devices[device_index].name, left)
+            else:
+                log.warning("%s: %s reported a device error (%s); runs go on over %s, and "
+                            "return to it after %.1f s once it reports AVAILABLE",
+                            self.group.name, self.devices[device_index].name, error, left, hold)
             if not self._returning:
                 self._returning = True
                 threading.Thread(target=_return_to_preferred, args=(weakref.ref(self),),
                                  name="nnrt-hetero-return", daemon=True).start()
             return plan
 
+    def _hold(self, index: int) -> float:
+        """Hold device `index` out after a device error (the lock held); the hold, s."""
+        now = time.monotonic()
+        _, count, last = self._errored.get(index, (0.0, 0, 0.0))
+        count = count + 1 if now - last < ERROR_MEMORY_S else 1
+        hold = min(ERROR_HOLD_MAX_S, ERROR_HOLD_S * 2 ** (count - 1))
+        self._errored[index] = (now + hold, count, now)
+        return hold
+
     def _reachable(self, index: int) -> bool:
+        """Whether device `index` may take steps: its driver answers and no device error
+        holds it out."""
+        held = self._errored.get(index)
+        if held is not None and time.monotonic() < held[0]:
+            return False
         try:
             self.devices[index].client()
         except DriverGone:
             return False
         return True
+
+    def _recovered(self, index: int) -> bool:
+        """After its hold, whether a device that reported a device error says AVAILABLE
+        (True for a device that reported none)."""
+        held = self._errored.get(index)
+        if held is None:
+            return True
+        if time.monotonic() < held[0]:
+            return False
+        try:
+            reply = self.devices[index].client().get_device_status()
+        except DriverGone:
+            return False
+        return reply.returnCode == NNRT_SUCCESS and reply.status == ht.AVAILABLE
 
     def try_return(self) -> bool:
         """Prepare the preferred plan's steps again where their drivers restarted and make
@@ -323,6 +434,8 @@ class HeteroCompilation:
         preferred = self.preferred
         if preferred is None or self.current is preferred:
             return True
+        if not all(self._recovered(k) for k in preferred.device_indices()):
+            return False
         started = time.monotonic()
         try:
             for prepared in preferred.steps:
@@ -522,12 +635,12 @@ class HeteroRunner:
                 raise InvalidParameter("the compilation is closed")
             try:
                 shapes = self._run_plan(plan, inputs, outputs, deadline, describe, ticket)
-            except _StepDied as died:
+            except _StepLost as lost:
                 if not compilation.failover:
-                    raise ConnectionLost(f"{died.device.name}: {died.cause}") from None
-                if on_died is not None:
-                    on_died()
-                plan = compilation.fail_over(plan, died.index)
+                    raise lost.error() from None
+                if lost.error_code is None and on_died is not None:
+                    on_died()  # a death (a device error is no service death)
+                plan = compilation.fail_over(plan, lost.index, lost.reason())
                 with self._lock:
                     self.stats.failovers += 1
                 continue
@@ -564,7 +677,7 @@ class HeteroRunner:
         try:
             client, model_id = prepared.model.session()
         except DriverGone as exc:
-            raise _StepDied(step.device, device, exc) from None
+            raise _StepLost(step.device, device, exc) from None
         for attempt in range(2):
             try:
                 ios_in = [self._input(t, client, device, boundaries, inputs, outputs,
@@ -574,7 +687,7 @@ class HeteroRunner:
                            else self._output(t, client, device, boundaries)
                            for t in step.outputs]
             except DriverGone as exc:
-                raise _StepDied(step.device, device, exc) from None
+                raise _StepLost(step.device, device, exc) from None
             except BufferNotShared as exc:
                 raise Failed(f"{device.name}: a tensor's memory: {exc}") from None
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -585,13 +698,15 @@ class HeteroRunner:
                 reply = client.run(model_id, ios_in, ios_out, remaining, ticket)
             except DriverGone as exc:
                 client.wait_dead(0.05)
-                raise _StepDied(step.device, device, exc) from None
+                raise _StepLost(step.device, device, exc) from None
             except TimeoutError:
                 raise RunTimeout(f"{device.name}: no result within the deadline (step "
                                  f"{prepared.number}); the driver was told to abandon the "
                                  "run") from None
             if ticket.cancelled and reply.returnCode != NNRT_SUCCESS:
                 raise RunCancelled(f"{device.name}: the run was cancelled")
+            if reply.returnCode in DEVICE_ERROR_CODES:
+                raise _StepLost(step.device, device, None, reply.returnCode, reply.reason)
             with self._lock:
                 self.stats.steps += 1
             if reply.returnCode == ht.NNRT_INSUFFICIENT_BUFFER and \
@@ -703,14 +818,32 @@ class HeteroRunner:
         return run
 
 
-class _StepDied(Exception):
-    """A step's driver died (or could not be reached) under a run."""
+class _StepLost(Exception):
+    """A step's device is lost to the run: its driver died (or could not be reached:
+    `cause`), or it answered a device error (`error_code`, with the driver's reason)."""
 
-    def __init__(self, index: int, device: Device, cause: BaseException) -> None:
-        super().__init__(str(cause))
+    def __init__(self, index: int, device: Device, cause: BaseException | None,
+                 error_code: int | None = None, driver_reason: str = "") -> None:
+        super().__init__(str(cause) if cause is not None else code_name(error_code))
         self.index = index
         self.device = device
         self.cause = cause
+        self.error_code = error_code
+        self.driver_reason = driver_reason
+
+    def reason(self) -> str | None:
+        """A device error in words (None for a death)."""
+        if self.error_code is None:
+            return None
+        return code_name(self.error_code) + (f": {self.driver_reason}"
+                                             if self.driver_reason else "")
+
+    def error(self) -> NNRtError:
+        """What the run raises without failover: as on one device."""
+        if self.error_code is None:
+            return ConnectionLost(f"{self.device.name}: {self.cause}")
+        return DeviceUnavailable(f"{self.device.name}: the driver's Run failed: "
+                                 f"{code_name(self.error_code)}", reason=self.driver_reason)
 
 
 class HeteroAsyncRun:
@@ -821,4 +954,5 @@ def _dims_of(tensor: Any) -> list[int]:
 
 
 __all__ = ["HeteroCompilation", "HeteroRunner", "RunStats", "DeviceGroup", "auto_order",
+           "device_list",
            "OH_NN_CONNECTION_EXCEPTION"]
