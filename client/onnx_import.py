@@ -173,6 +173,11 @@ def describe_io(model: Any) -> tuple[list[IOInfo], list[IOInfo]]:
     initializers = {t.name for t in model.graph.initializer}
 
     def info(v: Any) -> IOInfo:
+        kind = v.type.WhichOneof("value")
+        if kind != "tensor_type" or not v.type.tensor_type.elem_type:
+            raise OnnxImportError(f"graph input/output {v.name!r} is a "
+                                  f"{(kind or 'untyped').replace('_type', '')} value "
+                                  f"(only tensors have an OH_NN form)")
         t = v.type.tensor_type
         dims: list[int | str | None] = []
         if t.HasField("shape"):
@@ -373,8 +378,9 @@ class _Importer:
             if t.elem_type:
                 self.types[v.name] = np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type))
             if t.HasField("shape"):
+                # 0 stays 0 (an empty tensor, refused where it reaches an operation)
                 self.shapes[v.name] = tuple(d.dim_value if d.HasField("dim_value") and
-                                            d.dim_value > 0 else -1 for d in t.shape.dim)
+                                            d.dim_value >= 0 else -1 for d in t.shape.dim)
         for t in graph.initializer:
             array = onnx.numpy_helper.to_array(t)
             self.values[t.name] = _Value(tuple(array.shape), array.dtype, const=array)
@@ -604,6 +610,10 @@ class _Importer:
            **params: Any) -> Operand:
         """One OH_NN operation whose result is the ONNX tensor `out` held in layout `perm`."""
         shape = _permuted(self.shape(out, node), perm)
+        if 0 in shape:
+            raise OnnxImportError(f"result {out!r} of shape {list(self.shape(out, node))}: an "
+                                  f"empty tensor (a dimension of size 0) has no OH_NN form",
+                                  node)
         out_dtype = dtype if dtype is not None else self.dtype(out, node)
         plan = self.plan
         if plan is not None:  # the quantised result is the QuantizeLinear's
@@ -668,24 +678,30 @@ class _Importer:
     def run(self) -> Model:
         self.infer()
         initializers = {t.name for t in self.graph.initializer}
-        for v in self.graph.input:
-            if v.name in initializers:
-                continue
+        graph_inputs = [v for v in self.graph.input if v.name not in initializers]
+        if not graph_inputs:
+            raise OnnxImportError("the model has no inputs (an OH_NN model computes from at "
+                                  "least one input; this one's outputs are constants)")
+        for v in graph_inputs:
             t = v.type.tensor_type
             dtype = self.types.get(v.name)
-            if dtype is None or not t.HasField("shape"):
-                raise OnnxImportError(f"input {v.name!r} has no tensor type or shape")
+            if v.type.WhichOneof("value") != "tensor_type" or dtype is None:
+                raise OnnxImportError(f"input {v.name!r} is not a typed tensor (sequences, "
+                                      f"optionals and maps have no OH_NN form)")
+            if not t.HasField("shape"):
+                raise OnnxImportError(f"input {v.name!r} has no shape (give its rank with "
+                                      f"input_shapes=)")
             if dtype not in _OH_TYPES:
                 raise OnnxImportError(f"input {v.name!r}: element type {dtype} has no "
                                       f"OH_NN data type")
             shape = self.shapes[v.name]
-            if not shape:  # rank 0: OH_NN tensors have a shape; the model takes [1]
-                operand = self.m.input([1], dtype, name=v.name)
-                operand = self.m.op("RESHAPE", operand, np.zeros(0, np.int64), shape=(),
-                                    dtype=dtype)
-            else:
-                operand = self.m.input([None if d < 0 else d for d in shape], dtype,
-                                       name=v.name)
+            if 0 in shape:
+                raise OnnxImportError(f"input {v.name!r} of shape {list(shape)}: an empty "
+                                      f"tensor (a dimension of size 0) has no OH_NN form")
+            # rank 0: OH_NN tensors have a shape, so the model takes [1]; the value stays
+            # rank 0 for ONNX's shapes and broadcasting ([1] broadcasts as a scalar does)
+            operand = self.m.input([None if d < 0 else d for d in shape] if shape else [1],
+                                   dtype, name=v.name)
             self.values[v.name] = _Value(shape, dtype, operand=operand, views={None: operand})
         for node in self.graph.node:
             if id(node) in self.skip:
@@ -697,6 +713,9 @@ class _Importer:
             v = self.values.get(o.name)
             if v is None:
                 raise OnnxImportError(f"output {o.name!r} is produced by no node")
+            if v.const is not None and v.const.size == 0:
+                raise OnnxImportError(f"output {o.name!r} is an empty constant (a dimension "
+                                      f"of size 0 has no OH_NN form)")
             operand = self.view(v) if v.const is None else self.m.constant(v.const)
             if not operand.shape or (self.name_outputs and (
                     operand.index in named or v.const is not None or
@@ -872,6 +891,10 @@ def _gelu(im: _Importer, node: Any, a: _Attrs) -> None:
 @_handles("Clip")
 def _clip(im: _Importer, node: Any, a: _Attrs) -> None:
     x = im.need(node, 0)
+    bounds = [im.get(node, 1), im.get(node, 2)]
+    if any(v is not None and v.const is None for v in bounds):
+        _clip_run_time(im, node, x, bounds)
+        return
     low = im.const(node, 1, "min")
     high = im.const(node, 2, "max")
     lo = None if low is None else float(np.asarray(low).reshape(-1)[0])
@@ -883,6 +906,23 @@ def _clip(im: _Importer, node: Any, a: _Attrs) -> None:
         im.op(node, "RELU", [operand], node.output[0], x.perm)
     else:
         im.op(node, "CLIP", [operand], node.output[0], x.perm, min=lo, max=hi)
+
+
+def _clip_run_time(im: _Importer, node: Any, x: _Value, bounds: list[_Value | None]) -> None:
+    """Clip with bounds fed at run time: Maximum with min, then Minimum with max (ONNX's
+    definition, min(max(x, min), max))."""
+    shape = tuple(x.shape)
+    steps = [(op, v) for op, v in zip(("MAXIMUM", "MINIMUM"), bounds) if v is not None]
+    source = im.view(x)
+    for k, (op_type, v) in enumerate(steps):
+        if v.dtype != x.dtype or v.shape not in ((), (1,)):
+            raise OnnxImportError(f"a bound of type {v.dtype} and shape {list(v.shape)} (a "
+                                  f"scalar of the input's type)", node)
+        bound = im.m.constant(v.const) if v.const is not None else im.view(v)
+        if k == len(steps) - 1:
+            im.op(node, op_type, [source, bound], node.output[0], None)
+        else:
+            source = im.m.op(op_type, source, bound, shape=shape)
 
 
 @_handles("HardSigmoid")
@@ -929,9 +969,14 @@ def _operands_in(im: _Importer, values: Sequence[_Value], perm: tuple[int, ...] 
 @_handles(*_BINARY)
 def _binary(im: _Importer, node: Any, a: _Attrs) -> None:
     if node.op_type in ("Max", "Min") and len(node.input) != 2:
-        raise OnnxImportError(f"{node.op_type} of {len(node.input)} inputs (only 2)", node)
+        _variadic(im, node, _BINARY[node.op_type])
+        return
     x, y = im.need(node, 0), im.need(node, 1)
     out = node.output[0]
+    if node.op_type == "Pow" and x.dtype.kind in "iu" and y.dtype.kind == "f" and not (
+            y.const is not None and np.array_equal(y.const, np.round(y.const))):
+        raise OnnxImportError(f"an integer base ({x.dtype}) with a {y.dtype} exponent (the "
+                              f"OH_NN Pow computes in the base's type)", node)
     rank = len(im.shape(out, node))
     perm = _common_perm([x, y], rank)
     operands = _operands_in(im, [x, y], perm, rank)
@@ -951,6 +996,33 @@ def _binary(im: _Importer, node: Any, a: _Attrs) -> None:
               activationType=_FUSE[activation])
     else:
         im.op(node, _BINARY[node.op_type], operands, out, perm)
+
+
+def _variadic(im: _Importer, node: Any, op_type: str) -> None:
+    """Max / Min / Sum / Mean of any number of inputs: one input is itself, more a chain of
+    the binary operation, left to right (numpy broadcasting at each step)."""
+    values = [im.need(node, k) for k in range(len(node.input))]
+    if not values:
+        raise OnnxImportError("no inputs", node)
+    if any(v.dtype != values[0].dtype for v in values):
+        raise OnnxImportError(f"inputs of different types {[str(v.dtype) for v in values]}",
+                              node)
+    out = node.output[0]
+    out_shape = im.shape(out, node)
+    if len(values) == 1:
+        if tuple(values[0].shape) != tuple(out_shape):
+            raise OnnxImportError("internal: one input of another shape", node)
+        im.alias(out, values[0])
+        return
+    acc = im.view(values[0])
+    shape = tuple(values[0].shape)
+    for k, v in enumerate(values[1:], 1):
+        shape = tuple(np.broadcast_shapes(shape, tuple(v.shape))) if -1 not in shape and \
+            -1 not in v.shape else out_shape
+        if k == len(values) - 1:
+            im.op(node, op_type, [acc, im.view(v)], out, None)
+        else:
+            acc = im.m.op(op_type, acc, im.view(v), shape=shape, dtype=values[0].dtype)
 
 
 def _scalar(v: _Value | None) -> float | None:
@@ -1192,7 +1264,8 @@ def _global_pool(im: _Importer, node: Any, a: _Attrs) -> None:
 @_handles("BatchNormalization")
 def _batch_norm(im: _Importer, node: Any, a: _Attrs) -> None:
     if int(a.get("training_mode", 0)) or len([o for o in node.output if o]) > 1:
-        raise OnnxImportError("training mode (batch statistics) is not inference", node)
+        raise OnnxImportError("training_mode=1 (batch statistics, running mean / variance "
+                              "outputs) is training, not inference: refused", node)
     a.get("momentum")
     x = im.need(node, 0)
     rank = len(x.shape)
@@ -1676,13 +1749,13 @@ def _softmax(im: _Importer, node: Any, a: _Attrs) -> None:
 
 @_handles("LayerNormalization")
 def _layer_norm(im: _Importer, node: Any, a: _Attrs) -> None:
-    if any(o for o in node.output[1:]) and any(o in im.consumers or o in im.outputs
-                                               for o in node.output[1:] if o):
-        raise OnnxImportError("the Mean / InvStdDev outputs are not computed", node)
-    a.get("stash_type")  # statistics are computed in float32 (or wider) anyway
+    stash = int(a.get("stash_type", 1))
     x = im.need(node, 0)
     rank = len(x.shape)
     axis = _axis(int(a.get("axis", -1)), rank, node)
+    stats = [o for o in node.output[1:3] if o]
+    if stats:
+        _layer_norm_statistics(im, node, x, axis, float(a.get("epsilon", 1e-5)), stash)
     if axis == 0:
         raise OnnxImportError("axis 0 (normalising the whole tensor) is not an OH_NN "
                               "LayerNorm", node)
@@ -1704,6 +1777,34 @@ def _layer_norm(im: _Importer, node: Any, a: _Attrs) -> None:
           beginNormAxis=axis, epsilon=float(a.get("epsilon", 1e-5)), beginParamsAxis=axis)
 
 
+def _layer_norm_statistics(im: _Importer, node: Any, x: _Value, axis: int, epsilon: float,
+                           stash: int) -> None:
+    """LayerNormalization's optional outputs: Mean = ReduceMean(x) and InvStdDev =
+    1 / sqrt(ReduceMean((x - Mean)^2) + epsilon) over the axes from `axis`, kept (the
+    function body's arithmetic, in the input's float type)."""
+    from onnx import TensorProto
+
+    if x.dtype != np.float32 and stash == TensorProto.FLOAT:
+        raise OnnxImportError(f"stash_type float32 statistics of a {x.dtype} input (OH_NN "
+                              f"computes them in the input's type)", node)
+    rank = len(x.shape)
+    axes = np.asarray(list(range(axis, rank)), np.int64)
+    kept = tuple(1 if i >= axis else d for i, d in enumerate(x.shape))
+    operand = im.view(x)
+    mean_name = node.output[1] if len(node.output) > 1 and node.output[1] else None
+    inv_name = node.output[2] if len(node.output) > 2 and node.output[2] else None
+    if mean_name:
+        mean = im.op(node, "REDUCE_MEAN", [operand, axes], mean_name, None, keepDims=True)
+    else:
+        mean = im.m.op("REDUCE_MEAN", operand, axes, shape=kept, keepDims=True)
+    if inv_name:
+        centred = im.m.op("SUB", operand, mean, shape=x.shape)
+        square = im.m.op("MUL", centred, centred, shape=x.shape)
+        var = im.m.op("REDUCE_MEAN", square, axes, shape=kept, keepDims=True)
+        shifted = im.m.op("ADD", var, np.asarray(epsilon, x.dtype), shape=kept)
+        im.op(node, "RSQRT", [shifted], inv_name, None)
+
+
 # -- reductions -----------------------------------------------------------------------------------
 
 _REDUCE = {"ReduceMean": "REDUCE_MEAN", "ReduceSum": "REDUCE_SUM", "ReduceMax": "REDUCE_MAX",
@@ -1712,16 +1813,26 @@ _REDUCE = {"ReduceMean": "REDUCE_MEAN", "ReduceSum": "REDUCE_SUM", "ReduceMax": 
 
 @_handles(*_REDUCE)
 def _reduce(im: _Importer, node: Any, a: _Attrs) -> None:
-    x = im.need(node, 0)
+    reduce_into(im, node, a, im.need(node, 0), _REDUCE[node.op_type], node.output[0])
+
+
+def reduce_into(im: _Importer, node: Any, a: _Attrs, x: _Value, op_type: str,
+                out: str) -> None:
+    """The OH_NN reduction `op_type` of x over the node's axes (attribute, constant input, or
+    an input given at run time, which the OH_NN reductions read at each run) into `out`."""
     rank = len(x.shape)
     axes = a.ints("axes")
-    if axes is None:
-        given = im.const(node, 1, "axes")
-        axes = None if given is None else [int(v) for v in np.asarray(given).reshape(-1)]
     keep = int(a.get("keepdims", 1))
+    noop = int(a.get("noop_with_empty_axes", 0))
+    if axes is None:
+        given = im.get(node, 1)
+        if given is not None and given.const is None:
+            _reduce_run_time_axes(im, node, x, given, op_type, out, keep, noop)
+            return
+        axes = None if given is None else [int(v) for v in np.asarray(given.const).reshape(-1)]
     if not axes:
-        if int(a.get("noop_with_empty_axes", 0)):
-            im.alias(node.output[0], x)
+        if noop:
+            im.alias(out, x)
             return
         axes = list(range(rank))
     axes = sorted({_axis(ax, rank, node) for ax in axes})
@@ -1731,8 +1842,27 @@ def _reduce(im: _Importer, node: Any, a: _Attrs) -> None:
         out_perm = perm
     else:
         out_perm = tuple(p - sum(ax < p for ax in axes) for p in perm if p not in axes)
-    im.op(node, _REDUCE[node.op_type], [im.view(x, perm), np.asarray(phys, np.int64)],
-          node.output[0], out_perm, keepDims=bool(keep))
+    im.op(node, op_type, [im.view(x, perm), np.asarray(phys, np.int64)], out, out_perm,
+          keepDims=bool(keep))
+
+
+def _reduce_run_time_axes(im: _Importer, node: Any, x: _Value, axes: _Value, op_type: str,
+                          out: str, keep: int, noop: int) -> None:
+    """Axes fed at run time: the OH_NN reduction reads them (negative ones too) at each run,
+    on x in the ONNX layout; the result's rank is known from keepdims and the axes' length."""
+    if len(axes.shape) != 1 or axes.shape[0] < 0:
+        raise OnnxImportError("run-time axes of unknown length (the result's rank depends on "
+                              "it)", node)
+    if axes.shape[0] == 0:
+        if noop:
+            im.alias(out, x)
+            return
+        raise OnnxImportError("empty run-time axes (every axis) are not read at run time",
+                              node)
+    if out not in im.shapes:
+        rank = len(x.shape) if keep else len(x.shape) - axes.shape[0]
+        im.shapes[out] = (-1,) * rank
+    im.op(node, op_type, [im.view(x), im.view(axes)], out, None, keepDims=bool(keep))
 
 
 # -- shape and data movement ------------------------------------------------------------------------
@@ -1806,7 +1936,7 @@ def _flatten(im: _Importer, node: Any, a: _Attrs) -> None:
         im.op(node, "RESHAPE", [im.view(x), np.asarray(target, np.int64)], node.output[0],
               None)
         return
-    im.op(node, "FLATTEN", [im.view(x)], node.output[0], None, axis=axis % (rank + 1)
+    im.op(node, "FLATTEN", [im.view(x)], node.output[0], None, axis=axis + rank
           if axis < 0 else axis)
 
 
@@ -1995,6 +2125,8 @@ def _tile(im: _Importer, node: Any, a: _Attrs) -> None:
     im.op(node, "TILE", [im.view(x), np.asarray(reps, np.int64).reshape(-1)], node.output[0],
           None)
 
+
+from nnrt.client import onnx_ops  # noqa: E402,F401 - registers the operators mapped there
 
 SUPPORTED_OPERATORS: tuple[str, ...] = tuple(sorted(
     {*_HANDLERS, "Shape", "Size", "Constant", "ConstantOfShape", "Range"}))

@@ -1,0 +1,74 @@
+"""Selections: ArgMax / ArgMin (OH_NN ArgMax; ArgMin as the ArgMax of -x, exact for floats
+and signed integers, first index on ties as ONNX's default), Trilu (a constant mask: Where),
+Hardmax (1 at the first maximum along an axis: ArgMax, then a comparison with the axis'
+positions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..onnx_import import OnnxImportError, _Attrs, _axis, _handles, _Importer
+
+
+def _arg(im: _Importer, node: Any, x: Any, axis: int, keep: bool, out: str | None,
+         shape: tuple) -> Any:
+    operand = im.view(x)
+    if node.op_type == "ArgMin":
+        if x.dtype.kind == "u":
+            raise OnnxImportError(f"ArgMin of {x.dtype} (negation overflows unsigned types)",
+                                  node)
+        if x.dtype.kind == "i":  # -min overflows to min: not exact
+            raise OnnxImportError(f"ArgMin of {x.dtype} (negating the type's minimum "
+                                  f"overflows)", node)
+        operand = im.m.op("NEG", operand, shape=tuple(x.shape))
+    params = dict(axis=axis, keepDims=keep, topK=1, outMaxValue=False)
+    if out is not None:
+        return im.op(node, "ARG_MAX", [operand], out, None, dtype=np.dtype(np.int64), **params)
+    return im.m.op("ARG_MAX", operand, shape=shape, dtype=np.int64, **params)
+
+
+@_handles("ArgMax", "ArgMin")
+def _argmax(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    if int(a.get("select_last_index", 0)):
+        raise OnnxImportError("select_last_index=1 (OH_NN ArgMax takes the first index)",
+                              node)
+    axis = _axis(int(a.get("axis", 0)), len(x.shape), node)
+    _arg(im, node, x, axis, bool(int(a.get("keepdims", 1))), node.output[0], ())
+
+
+@_handles("Hardmax")
+def _hardmax(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    rank = len(x.shape)
+    axis = _axis(int(a.get("axis", -1)), rank, node)
+    shape = tuple(x.shape)
+    if shape[axis] < 0:
+        raise OnnxImportError("a dynamic size along the axis", node)
+    kept = tuple(1 if i == axis else d for i, d in enumerate(shape))
+    index = _arg(im, node, x, axis, True, None, kept)
+    positions = np.arange(shape[axis], dtype=np.int64).reshape(
+        [shape[axis] if i == axis else 1 for i in range(rank)])
+    hit = im.m.op("EQUAL", index, positions, shape=shape, dtype=np.bool_)
+    ones = im.m.constant(np.ones((1,) * rank, x.dtype))
+    zeros = im.m.constant(np.zeros((1,) * rank, x.dtype))
+    im.op(node, "WHERE", [hit, ones, zeros], node.output[0], None)
+
+
+@_handles("Trilu")
+def _trilu(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    k = im.const(node, 1, "k")
+    k = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
+    shape = tuple(x.shape)
+    if len(shape) < 2 or shape[-1] < 0 or shape[-2] < 0:
+        raise OnnxImportError("Trilu needs static sizes of the last two dimensions", node)
+    rows, cols = shape[-2], shape[-1]
+    upper = int(a.get("upper", 1))
+    keep = np.triu(np.ones((rows, cols), bool), k) if upper else \
+        np.tril(np.ones((rows, cols), bool), k)
+    zeros = im.m.constant(np.zeros((1,) * len(shape), x.dtype))
+    im.op(node, "WHERE", [keep.reshape((1,) * (len(shape) - 2) + keep.shape), im.view(x), zeros],
+          node.output[0], None)
