@@ -163,7 +163,7 @@ def test_devices_and_status_with_devmgr(tmp_path):
         code, out, err = run("status", "--json")
         assert code == 0, err
         status = json.loads(out)
-        assert set(status) == {"runtime_dir", "devmgr", "drivers", "healthy"}
+        assert set(status) == {"runtime_dir", "devmgr", "drivers", "clients", "healthy"}
         assert set(status["devmgr"]) == DEVMGR_KEYS
         assert (status["devmgr"]["pid"], status["devmgr"]["state"]) == (devmgr.proc.pid, "running")
         assert status["devmgr"]["status"] == "1 driver(s): 1 ready"

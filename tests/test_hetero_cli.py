@@ -6,6 +6,7 @@ exit codes, a driver killed mid-bench failed over (and the error with --no-failo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -140,3 +141,29 @@ def test_a_driver_killed_mid_bench_fails_over(tmp_path, cast_mlp):
             flaky.stop()
     finally:
         healthy.stop()
+
+
+def test_status_shows_what_each_driver_holds_of_a_model_over_several_devices(
+        runtime, cast_mlp, capsys, monkeypatch):
+    """`nnrt status`: PREPARED per driver, and this process said once with its prepared
+    models on each driver (the plan's partitions: two on the GPU, one on the CPU)."""
+    from nnrt.client import cli
+    from tests.capi.util_executor import use_runtime
+
+    with use_runtime(monkeypatch, runtime), Model.load(cast_mlp) as model, \
+            model.compile(["gpu", "cpu"], failover=False) as compiled:
+        assert [s.device.driver for s in compiled.hetero.preferred.steps] == \
+            ["gpu", "cpu", "gpu"]
+        capsys.readouterr()
+        assert cli.main(["status", "--runtime-dir", str(runtime), "--json"]) == 0
+        status = json.loads(capsys.readouterr().out)
+        ours = [c for c in status["clients"] if c["pid"] == os.getpid()]
+        assert ours == [{"pid": os.getpid(), "prepared_models": {"gpu": 2, "cpu": 1}}]
+        assert cli.main(["status", "--runtime-dir", str(runtime)]) == 0
+        out = capsys.readouterr().out
+        header, *rows = out.splitlines()[3:6]
+        column = header.index("PREPARED")
+        held = {row.split()[0]: int(row[column:].split()[0]) for row in rows}
+        assert held["gpu"] >= 2 and held["cpu"] >= 1
+        assert f"  pid {os.getpid()}: prepared models on cpu (1), gpu (2): partitions of a " \
+               "model over several devices" in out

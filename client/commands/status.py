@@ -4,14 +4,16 @@
               2 driver(s): 1 ready, 1 failed (failed: npu)
     runtime:  /run/nnrt
 
-    DRIVER  KIND  PID  STATE   HEALTH   RESTARTS  LAST EXIT  UPTIME  STANDBY          IN FLIGHT  ...  MEMORY   BUDGET
-    cpu     cpu   815  ready   SERVING  0         -          5m03s   ready (pid 816)  1          ...  4.0 MiB  11.8 GiB
-    npu     cpu   -    failed  -        4         exit 1     -       -                -          ...  -        -
+    DRIVER  KIND  PID  STATE   HEALTH   RESTARTS  LAST EXIT  UPTIME  STANDBY          IN FLIGHT  ...  PREPARED  MEMORY   BUDGET
+    cpu     cpu   815  ready   SERVING  0         -          5m03s   ready (pid 816)  1          ...  3         4.0 MiB  11.8 GiB
+    npu     cpu   -    failed  -        4         exit 1     -       -                -          ...  -         -        -
 
       npu: crash loop: 5 failures within 60 s (last: exit 1)
       cpu budgets: shared memory 11.8 GiB (a session 2.9 GiB), model memory 2.9 GiB per run
       cpu run queue: 2 cores, 2 in use, 3 runs waiting; 1204 runs waited, 1.8 ms on average
       cpu session 3 (pid 2040): 2 buffers, 4.0 MiB, 1 prepared model
+      pid 2040: prepared models on gpu (2), cpu (1): partitions of a model over several
+        devices, or models of their own
 
 State, restarts and the warm spare (STANDBY: its state and pid; `-` when standby is off)
 come from the device manager (when one runs); health from a grpc.health.v1 probe; runs,
@@ -20,6 +22,14 @@ shared memory all sessions may hold) and the run queue of a driver with a core b
 CPU driver's onnxruntime engine: its cores, those in use, the runs waiting for one now, and
 since its start how many runs waited, their mean wait and how many callers gave up while
 queued) from the driver's admin service (`nnrt.admin.v1.NnrtAdmin/GetStatus`).
+
+PREPARED counts the prepared models the driver holds for all its sessions. A driver knows
+nothing of partitions: a model compiled over several devices (client/core/hetero.py) is one
+prepared model per partition on each driver its plan uses (its fallback plans' too, with
+failover). So a client process whose sessions hold prepared models on several drivers is
+said once, with its count on each ("clients" in --json: every process with prepared
+models, by pid). Which partition each prepared model is, is the client's to say
+(`Compiled.explain()`, `nnrt run --explain`).
 
 Exit codes: 0 every driver ready and SERVING, 1 some driver is not (failed, restarting,
 unreachable, ...), 3 nothing running (no device manager, no driver).
@@ -35,7 +45,8 @@ from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE
                                          known_drivers, print_json, probe_driver, say, table)
 
 HEADERS = ("DRIVER", "KIND", "PID", "STATE", "HEALTH", "RESTARTS", "LAST EXIT", "UPTIME",
-           "STANDBY", "IN FLIGHT", "RUNS OK/FAILED/ABANDONED", "SESSIONS", "MEMORY", "BUDGET")
+           "STANDBY", "IN FLIGHT", "RUNS OK/FAILED/ABANDONED", "SESSIONS", "PREPARED", "MEMORY",
+           "BUDGET")
 
 
 def add_parser(sub) -> None:
@@ -89,6 +100,31 @@ def collect(directory, devmgr: dict | None) -> list[dict]:
             "run_queue": _run_queue(admin),
         })
     return drivers
+
+
+def prepared_models(driver: dict) -> int | None:
+    """The prepared models a driver holds for all its sessions (None: it did not say)."""
+    if driver["sessions"] is None:
+        return None
+    return sum(s["prepared_models"] for s in driver["sessions"])
+
+
+def clients(drivers: list[dict]) -> list[dict]:
+    """Each client process (by pid) with prepared models, and how many on each driver;
+    sessions whose pid the driver does not show are left out."""
+    by_pid: dict[int, dict[str, int]] = {}
+    for d in drivers:
+        for s in d["sessions"] or ():
+            if s["peer_pid"] and s["prepared_models"]:
+                held = by_pid.setdefault(s["peer_pid"], {})
+                held[d["name"]] = held.get(d["name"], 0) + s["prepared_models"]
+    return [{"pid": pid, "prepared_models": held} for pid, held in sorted(by_pid.items())]
+
+
+def format_client(client: dict) -> str:
+    held = ", ".join(f"{name} ({count})" for name, count in client["prepared_models"].items())
+    return (f"  pid {client['pid']}: prepared models on {held}: partitions of a model over "
+            f"several devices, or models of their own")
 
 
 def _budgets(admin) -> dict | None:
@@ -154,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"runtime_dir": str(directory),
                     "devmgr": devmgr["devmgr"] if devmgr else None,
-                    "drivers": drivers, "healthy": ok})
+                    "drivers": drivers, "clients": clients(drivers), "healthy": ok})
         return EXIT_OK if ok else EXIT_FAILURE
     if devmgr is not None:
         info = devmgr["devmgr"]
@@ -172,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
              format_standby(d["standby"]), d["in_flight_runs"],
              "{completed}/{failed}/{abandoned}".format(**d["runs"]) if d["runs"] else None,
              len(d["sessions"]) if d["sessions"] is not None else None,
-             format_bytes(d["memory_bytes"]),
+             prepared_models(d), format_bytes(d["memory_bytes"]),
              format_bytes(d["budgets"]["shared_memory_bytes"]) if d["budgets"] else None)
             for d in drivers]))
         notes = [f"  {d['name']}: {d['reason']}" for d in drivers
@@ -202,6 +238,8 @@ def run(args: argparse.Namespace) -> int:
                     f"{s['buffers']} buffer{'s' if s['buffers'] != 1 else ''}, "
                     f"{format_bytes(s['buffer_bytes'])}, "
                     f"{models} prepared model{'s' if models != 1 else ''}")
+        notes.extend(format_client(c) for c in clients(drivers)
+                     if len(c["prepared_models"]) > 1)
         if notes:
             print()
             print("\n".join(notes))
