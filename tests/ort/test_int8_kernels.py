@@ -59,6 +59,27 @@ def test_vnni_is_read_from_cpuid_as_numpy_reads_it():
         assert found in int8_kernels.detect().reason
 
 
+def test_off_x86_u8s8_is_kept_and_cpuid_is_not_read(monkeypatch):
+    """ARM's int8 kernels (widening multiplies, SDOT/UDOT) are exact in either form."""
+    monkeypatch.setattr(int8_kernels.platform, "machine", lambda: "aarch64")
+    monkeypatch.setattr(int8_kernels, "vnni", lambda: pytest.fail("CPUID read off x86"))
+    chosen = int8_kernels.detect()
+    assert chosen.form is Int8Form.U8S8 and chosen.reason.startswith("aarch64: ")
+
+
+def test_where_cpuid_cannot_run_the_form_exact_everywhere_is_chosen(monkeypatch):
+    """A W^X policy that refuses an executable page: no CPUID, so s8s8."""
+    if not X86_64:
+        pytest.skip("CPUID is x86-64's")
+
+    def refused():
+        raise OSError("CPUID cannot be run here (mmap: Operation not permitted)")
+
+    monkeypatch.setattr(int8_kernels, "vnni", refused)
+    chosen = int8_kernels.detect()
+    assert chosen.form is Int8Form.S8S8 and "Operation not permitted" in chosen.reason
+
+
 def test_the_choice_follows_the_option_then_the_environment(monkeypatch):
     detected = int8_kernels.detect()
     monkeypatch.delenv(int8_kernels.ENV, raising=False)
