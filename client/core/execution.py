@@ -45,10 +45,11 @@ from nnrt.common.hdi_model import DATA_TYPES, hdi_format
 from nnrt.protos import hdi_types_pb2 as ht
 
 from .buffer import BufferNotShared, SharedMemory, allocate, release_memory
+from .accepted_run import AcceptedRun
 from .driver import DriverClient, DriverGone, RunTicket
 from .errors import (OH_NN_CONNECTION_EXCEPTION, OH_NN_SUCCESS, OH_NN_TIMEOUT,
                      OH_NN_UNAVAILABLE_DEVICE, ConnectionLost, DeviceUnavailable, Failed,
-                     InvalidParameter, NNRtError, OH_NN_ReturnCode, RunCancelled,
+                     InvalidParameter, NNRtError, RunCancelled,
                      RunTimeout)
 from .prepared_model import PreparedModel
 
@@ -248,73 +249,24 @@ class Execution:
 # -- asynchronous runs: the runtime's threads -----------------------------------------------------
 
 
-def notify(callback: Callable | None, name: str, *args: Any) -> None:
-    """Call an application's callback (`name` for the log); what it raises is logged, never
-    passed on: the run's bookkeeping goes on."""
-    if callback is None:
-        return
-    try:
-        callback(*args)
-    except Exception:
-        log.exception("%s callback raised", name)
+class AsyncRun(AcceptedRun):
+    """One accepted asynchronous run on one device (accepted_run.AcceptedRun)."""
 
-
-class AsyncRun:
-    """One accepted asynchronous run: completes exactly once. `error` is why it failed (the
-    exception a synchronous run would raise), `cancel()` has the driver abandon it."""
-
-    __slots__ = ("executor", "client", "model_id", "inputs", "outputs", "ios_in", "ios_out",
-                 "count", "deadline", "timeout_ms", "user_data", "on_done", "on_died",
-                 "_lock", "done", "error", "ticket", "__weakref__")
+    __slots__ = ("client", "model_id", "ios_in", "ios_out")
 
     def __init__(self, executor: PreparedModel, client: DriverClient, model_id: int,
                  inputs: list, outputs: list, count: int, timeout_ms: int,
                  user_data: Any, on_done: Callable | None, on_died: Callable | None,
                  describe: Describe) -> None:
-        self.executor = executor
+        super().__init__(executor, inputs, outputs, timeout_ms, user_data, on_done, on_died)
+        self.count = count
         self.client = client
         self.model_id = model_id
-        self.inputs = inputs
-        self.outputs = outputs  # the very handles passed in (identity holds)
         self.ios_in = [describe(t, client) for t in inputs]
         self.ios_out = [describe(t, client) for t in outputs]
-        self.count = count
-        self.timeout_ms = timeout_ms
-        self.deadline = time.monotonic() + timeout_ms / 1000
-        self.user_data = user_data
-        self.on_done = on_done
-        self.on_died = on_died
-        self._lock = threading.Lock()
-        self.done = False
-        self.error: NNRtError | None = None
-        self.ticket = RunTicket()
 
-    def cancel(self) -> None:
-        """Have the driver abandon the run (from any thread). It still completes once, when
-        the driver has answered — with RunCancelled (OH_NN_FAILED) unless it finished first —
-        so that its tensors are not reused while the driver may write them."""
-        self.ticket.cancel()
-
-    def claim(self) -> bool:
-        """True for the one caller that decides the outcome."""
-        with self._lock:
-            if self.done:
-                return False
-            self.done = True
+    def claimed(self) -> None:
         _untrack(self)
-        return True
-
-    def deliver(self, code: int, died: bool = False, error: NNRtError | None = None) -> None:
-        """Call the callbacks (once, after a successful claim) and let the executor go."""
-        if code != OH_NN_SUCCESS:
-            self.error = error or NNRtError(code, f"{self.executor.device.name}: the run failed")
-        try:
-            if died:
-                notify(self.on_died, "NN_OnServiceDied", self.user_data)
-            notify(self.on_done, "NN_OnRunDone", self.user_data, OH_NN_ReturnCode(code),
-                   self.outputs, self.count)
-        finally:
-            self.executor.leave()
 
     # outcomes --------------------------------------------------------------------------
 

@@ -60,13 +60,14 @@ from nnrt.common.errors import NNRT_SUCCESS, code_name
 from nnrt.common.hdi_model import LoweredModel, PrepareError
 from nnrt.protos import hdi_types_pb2 as ht
 
+from .accepted_run import AcceptedRun, notify
 from .buffer import BufferNotShared, SharedMemory, allocate, release_memory
 from .compiler import check_capabilities, keep_cache, built_model, prepare_failed
 from .device import Device, find_device
 from .driver import DriverClient, DriverGone, RunTicket
 from .errors import (OH_NN_CONNECTION_EXCEPTION, OH_NN_FAILED, OH_NN_SUCCESS, OH_NN_TIMEOUT,
                      ConnectionLost, DeviceNotFound, DeviceUnavailable, Failed,
-                     InvalidParameter, NNRtError, OH_NN_ReturnCode, RunCancelled, RunTimeout)
+                     InvalidParameter, NNRtError, RunCancelled, RunTimeout)
 from .partition import Plan, PartitionError, Step, Support, node_type_name, partition, \
     relaxed_query, sub_model
 from .prepared_model import BuiltModel, DimRanges, PreparedModel
@@ -846,50 +847,21 @@ class _StepLost(Exception):
                                  f"{code_name(self.error_code)}", reason=self.driver_reason)
 
 
-class HeteroAsyncRun:
-    """One accepted asynchronous run over steps: completes exactly once (execution.AsyncRun's
-    contract)."""
+class HeteroAsyncRun(AcceptedRun):
+    """One accepted asynchronous run over steps (accepted_run.AcceptedRun); a driver's death
+    under it is reported once, before OnRunDone, whichever step met it."""
 
     def __init__(self, runner: HeteroRunner, model: PreparedModel, inputs: list, outputs: list,
                  timeout_ms: int, user_data: Any, on_done: Callable | None,
                  on_died: Callable | None, describe: Describe) -> None:
+        super().__init__(model, inputs, outputs, timeout_ms, user_data, on_done, on_died)
         self.runner = runner
-        self.executor = model
-        self.inputs = inputs
-        self.outputs = outputs
-        self.count = len(outputs)
-        self.timeout_ms = timeout_ms
-        self.deadline = time.monotonic() + timeout_ms / 1000
-        self.user_data = user_data
-        self.on_done = on_done
-        self.on_died = on_died
         self.describe = describe
-        self._lock = threading.Lock()
-        self.done = False
-        self.error: NNRtError | None = None
-        self.ticket = RunTicket()
         self.died = False
 
-    def cancel(self) -> None:
-        self.ticket.cancel()
-
-    def claim(self) -> bool:
-        with self._lock:
-            if self.done:
-                return False
-            self.done = True
-            return True
-
-    def deliver(self, code: int, error: NNRtError | None = None) -> None:
-        if code != OH_NN_SUCCESS:
-            self.error = error or NNRtError(code, "the run failed")
-        from .execution import notify
-
-        try:
-            notify(self.on_done, "NN_OnRunDone", self.user_data, OH_NN_ReturnCode(code),
-                   self.outputs, self.count)
-        finally:
-            self.executor.leave()
+    @property
+    def label(self) -> str:
+        return self.runner.compilation.group.name
 
     def _service_died(self) -> None:
         """A driver died under the run (reported once, before OnRunDone)."""
@@ -897,8 +869,6 @@ class HeteroAsyncRun:
             if self.died:
                 return
             self.died = True
-        from .execution import notify
-
         notify(self.on_died, "NN_OnServiceDied", self.user_data)
 
     def execute(self) -> None:
@@ -918,12 +888,12 @@ class HeteroAsyncRun:
                                  f"{self.timeout_ms} ms; the driver was told to abandon the run")
             if self.claim():
                 log.warning("OH_NNExecutor_RunAsync: %s", exc.message)
-                self.deliver(exc.code, exc)
+                self.deliver(exc.code, error=exc)
             return
         except Exception as exc:
             log.exception("OH_NNExecutor_RunAsync over steps failed unexpectedly")
             if self.claim():
-                self.deliver(OH_NN_FAILED, Failed(f"the run failed: {exc}"))
+                self.deliver(OH_NN_FAILED, error=Failed(f"the run failed: {exc}"))
             return
         if self.claim():
             self.deliver(OH_NN_SUCCESS)
@@ -935,8 +905,8 @@ class HeteroAsyncRun:
             self.ticket.cancel()
             from .execution import _callbacks
 
-            _callbacks().submit(self.deliver, OH_NN_TIMEOUT, RunTimeout(
-                f"{self.runner.compilation.group.name}: no result within {self.timeout_ms} ms"))
+            _callbacks().submit(self.deliver, OH_NN_TIMEOUT, False, RunTimeout(
+                f"{self.label}: no result within {self.timeout_ms} ms"))
 
 
 def _bytes_of(data_type: int, shape: Sequence[int]) -> int:
