@@ -43,10 +43,10 @@ def runtime(drivers, monkeypatch):
 
 
 def cast_mlp() -> Model:
-    """fc+relu → Cast (no GPU kernel) → fc → softmax: steps gpu, cpu, gpu."""
+    """fc+relu → L2Normalize (no GPU kernel) → fc → softmax: steps gpu, cpu, gpu."""
     m = Model()
     x = m.input([None, 8])
-    h = m.op("CAST", m.fully_connected(x, W1, activation="relu"), np.asarray([F32], np.int32))
+    h = m.op("L2_NORMALIZE", m.fully_connected(x, W1, activation="relu"))
     m.outputs(m.softmax(m.fully_connected(h, W2)))
     return m
 

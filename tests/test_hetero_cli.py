@@ -34,11 +34,12 @@ def runtime(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def cast_mlp(tmp_path_factory) -> Path:
-    """fc+relu → Cast (no GPU kernel) → fc → softmax, dynamic batch: split over gpu, cpu."""
+    """fc+relu → L2Normalize (no GPU kernel) → fc → softmax, dynamic batch: split over gpu,
+    cpu."""
     m = Model()
     x = m.input([None, 8], name="x")
     h = m.fully_connected(x, RNG.standard_normal((16, 8)).astype(np.float32), activation="relu")
-    h = m.op("CAST", h, np.asarray([F32], np.int32))
+    h = m.op("L2_NORMALIZE", h)
     m.outputs(m.softmax(m.fully_connected(h, RNG.standard_normal((4, 16)).astype(np.float32))))
     with m:
         return model_file.save_model(m.handle, tmp_path_factory.mktemp("m") / "cast.nnrt")

@@ -47,11 +47,11 @@ def runtime(drivers, monkeypatch):
 
 
 def cast_mlp() -> Model:
-    """fc+relu → Cast (no GPU kernel) → fc → softmax, dynamic batch."""
+    """fc+relu → L2Normalize (no GPU kernel) → fc → softmax, dynamic batch."""
     m = Model()
     x = m.input([None, 8])
     h = m.fully_connected(x, RNG.standard_normal((16, 8)).astype(np.float32), activation="relu")
-    h = m.op("CAST", h, np.asarray([F32], np.int32))
+    h = m.op("L2_NORMALIZE", h)
     m.outputs(m.softmax(m.fully_connected(h, RNG.standard_normal((4, 16)).astype(np.float32))))
     return m
 
@@ -62,7 +62,7 @@ def test_a_model_split_over_gpu_and_cpu_runs_as_on_the_cpu(runtime):
         plan = split.hetero.current
         assert [s.device.hdi_device_type for s in plan.steps] == [2, 1, 2]
         text = split.explain()
-        assert "CAST" in text and "has no GPU kernel" in text and "boundary tensor" in text
+        assert "L2_NORMALIZE" in text and "has no GPU kernel" in text and "boundary tensor" in text
         for batch in (2, 5, 1, 5):  # dynamic batch across both boundaries
             x = RNG.standard_normal((batch, 8)).astype(np.float32)
             got, want = ex.run(x), cpu.run(x)
@@ -93,7 +93,7 @@ def test_no_device_supports_a_node(runtime):
         model.compile(["gpu", "accelerator"])
     assert info.value.code == OH_NN_FAILED
     message = str(info.value)
-    assert "node 1" in message and "CAST" in message and "has no GPU kernel" in message
+    assert "node 1" in message and "L2_NORMALIZE" in message and "has no GPU kernel" in message
     assert "the NPU does not compute in float32" in message
 
 
@@ -231,12 +231,12 @@ def test_inference_session_falls_back_node_by_node_along_its_providers(runtime, 
     w = RNG.standard_normal((8, 6)).astype(np.float32)
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["h"]),
-         helper.make_node("Cast", ["h"], ["i"], to=TensorProto.INT32),
-         helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+         helper.make_node("Greater", ["h", "zero"], ["p"]),  # no GPU kernel (nor Where)
+         helper.make_node("Where", ["p", "h", "zero"], ["f"]),
          helper.make_node("Softmax", ["f"], ["y"], axis=-1)],
         "cast", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 6])],
-        [numpy_helper.from_array(w, "w")])
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.float32(0), "zero")])
     path = tmp_path / "cast.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     x = (RNG.standard_normal((3, 8)) * 3).astype(np.float32)

@@ -340,6 +340,7 @@ class ClRuntime:
         self.memory = MemoryBudget(min(global_memory, memory_limit) if memory_limit
                                    else global_memory)
         self.fp16 = "cl_khr_fp16" in self.device.extensions.split()
+        self.fp64 = "cl_khr_fp64" in self.device.extensions.split()
         self.unified_memory = bool(self.device.host_unified_memory)
         self.max_work_group = int(self.device.max_work_group_size)
         self.local_memory = int(self.device.local_mem_size)
@@ -364,6 +365,7 @@ class ClRuntime:
             "memory_limit_mib": str(self.memory.limit >> 20),
             "compute_units": str(d.max_compute_units),
             "fp16": "yes" if self.fp16 else "no",
+            "fp64": "yes" if self.fp64 else "no",
             "host_unified_memory": "yes" if self.unified_memory else "no",
         }
 
