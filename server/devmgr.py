@@ -99,6 +99,7 @@ from nnrt.server.devmgr_config import (
 from nnrt.common.devmgr_cli import CHILD_CWD, add_arguments, module_argv
 from nnrt.common.devmgr_ctl import (ControlServer, DevmgrAlreadyRunning, DriverState, ManagerState,
                                      describe_exit)
+from nnrt.server.sd_notify import Notifier
 from nnrt.server.journal import JournalFormatter, stderr_is_journal
 from nnrt.server.sessions import ACCEPT_BACKOFF_INITIAL, ACCEPT_BACKOFF_MAX, peer_credentials
 from nnrt.common.runtime_dir import ENV as RUNTIME_DIR_ENV
@@ -246,50 +247,6 @@ def _gone(pid: int) -> bool:
 
 
 # -- systemd ------------------------------------------------------------------------------
-
-
-class Notifier:
-    """sd_notify(3) without libsystemd: datagrams to $NOTIFY_SOCKET ('@' = abstract)."""
-
-    def __init__(self, environ: dict[str, str] | None = None) -> None:
-        environ = os.environ if environ is None else environ
-        address = environ.get("NOTIFY_SOCKET", "")
-        self._address: bytes | None = None
-        self._sock: socket.socket | None = None
-        if address.startswith(("/", "@")):
-            self._address = (b"\0" + address[1:].encode()) if address[0] == "@" \
-                else address.encode()
-            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-        elif address:
-            log.warning("NOTIFY_SOCKET=%r is not a unix socket address: not notifying", address)
-        self.watchdog_interval: float | None = None
-        usec, pid = environ.get("WATCHDOG_USEC", ""), environ.get("WATCHDOG_PID", "")
-        if usec and (not pid or pid == str(os.getpid())):
-            try:
-                if int(usec) > 0:
-                    self.watchdog_interval = int(usec) / 2e6
-            except ValueError:
-                log.warning("WATCHDOG_USEC=%r is not a number: no watchdog pings", usec)
-        self._warned = False
-
-    @property
-    def enabled(self) -> bool:
-        return self._sock is not None
-
-    def send(self, *fields: str) -> None:
-        if self._sock is None:
-            return
-        try:
-            self._sock.sendto("\n".join(fields).encode(), self._address)
-        except OSError as exc:
-            if not self._warned:
-                log.warning("cannot notify systemd: %s", exc)
-                self._warned = True
-
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
 
 
 def setup_logging(level: str) -> None:

@@ -48,6 +48,8 @@ from nnrt.common.faults import DEVICE_STATUS, PLAIN_FIELDS, Faults
 from nnrt.server.faults import FaultInjection
 from nnrt.server.host import STALL_TIMEOUT, DriverAlreadyRunning, DriverHost
 from nnrt.server.journal import JournalFormatter, stderr_is_journal
+from nnrt.server.sd_notify import Notifier, keep_watchdog
+from nnrt.common.version import installed_version
 from nnrt.common.runtime_dir import DriverLock, NameLocked, UnsafeRuntimeDir, runtime_dir
 from nnrt.server.sessions import (DEFAULT_MAX_RUNS_PER_SESSION, DEFAULT_MAX_SESSIONS_PER_UID,
                                   MAX_SPIN_US, SPIN_S, ChannelPolicy)
@@ -62,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="nnrt-driver", description="Run one NNRt HDI driver in the foreground.")
     parser.add_argument("kind", choices=sorted(DEVICE_KINDS), help="which device to serve")
     parser.add_argument("--name", help="socket name (default: the kind)")
+    parser.add_argument("--version", action="version",
+                        version=f"nnrt-driver {installed_version()}")
     parser.add_argument("--runtime-dir", type=Path,
                         help="socket directory (default: $NNRT_RUNTIME_DIR, else /run/nnrt when "
                              "usable, else $XDG_RUNTIME_DIR/nnrt, else /tmp/nnrt-$UID)")
@@ -407,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
                 lock.release()
                 return 0
         host.start()
+        notifier = Notifier()
+        serving = f"serving {device.name} on {host.session_path}"
+        notifier.send("READY=1", f"STATUS={serving}")
     except (DriverAlreadyRunning, NameLocked) as exc:
         log.error("%s", exc)
         if lock is not None:
@@ -422,7 +429,11 @@ def main(argv: list[str] | None = None) -> int:
         if lock is not None:
             lock.release()
         return 1
-    stop.wait()
+    if notifier.enabled:  # a unit of its own (Type=notify): pings only while it serves
+        keep_watchdog(notifier, lambda: host.unhealthy_reason, stop, serving)
+    else:
+        stop.wait()
+    notifier.send("STOPPING=1", "STATUS=stopping")
     host.stop(args.grace)
     lock.release()
     # A run that ignored the grace (a hung device) must not keep the process alive: the

@@ -139,14 +139,18 @@ def test_units_do_not_hard_code_where_the_commands_are():
 
 
 @pytest.mark.multiprocess
-def test_sysusers_creates_the_group_the_units_and_tmpfiles_use(tmp_path):
-    entries = [line.split() for line in (DEPLOY / "nnrt-sysusers.conf").read_text().splitlines()
+def test_sysusers_creates_the_user_and_group_the_units_and_tmpfiles_use(tmp_path):
+    entries = [line.split(maxsplit=4) for line in
+               (DEPLOY / "nnrt-sysusers.conf").read_text().splitlines()
                if line.strip() and not line.startswith("#")]
-    assert entries == [["g", "nnrt", "-"]]  # a system group, gid from the system range
+    # a system user and its group, ids from the system range, home the state directory
+    assert entries == [["u", "nnrt", "-", '"NNRt', 'drivers" /var/lib/nnrt']]
+    users = {unit(name)["Service"]["User"] for name in UNITS}
     groups = {unit(name)["Service"]["Group"] for name in UNITS}
-    tmpfiles_group = [line.split()[4] for line in (DEPLOY / "nnrt.conf").read_text().splitlines()
-                      if line.strip() and not line.startswith("#")]
-    assert groups == set(tmpfiles_group) == {"nnrt"}
+    tmpfiles = [line.split() for line in (DEPLOY / "nnrt.conf").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    assert users == {t[3] for t in tmpfiles} == {"nnrt"}  # not root
+    assert groups == {t[4] for t in tmpfiles} == {"nnrt"}
     for name in UNITS:
         assert "nnrt-sysusers.conf" in (DEPLOY / name).read_text()  # says where the group is from
     tool = shutil.which("systemd-sysusers")
@@ -160,6 +164,9 @@ def test_sysusers_creates_the_group_the_units_and_tmpfiles_use(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "Creating group 'nnrt'" in done.stdout + done.stderr
+    assert "Creating user 'nnrt'" in done.stdout + done.stderr
     if as_root:
         (line,) = (root / "etc" / "group").read_text().splitlines()
         assert line.startswith("nnrt:x:")
+        (user,) = (root / "etc" / "passwd").read_text().splitlines()
+        assert user.startswith("nnrt:x:") and user.split(":")[5] == "/var/lib/nnrt"
