@@ -450,6 +450,9 @@ class _Importer:
         if perm in v.views:
             return v.views[perm]
         if v.const is not None:
+            if v.const.size == 0:
+                raise OnnxImportError(f"an empty constant of shape {list(v.const.shape)} (a "
+                                      f"dimension of size 0 has no OH_NN form)")
             data = v.const if perm is None else np.ascontiguousarray(v.const.transpose(perm))
             operand = self.m.constant(data)
         elif (v.perm or None) == perm:
@@ -756,6 +759,10 @@ class _Importer:
             handler(self, node, attrs)
             if self.plan is not None:
                 raise OnnxImportError("internal: the quantised operation was not emitted", node)
+        except OnnxImportError as exc:
+            if exc.node_name or exc.op_type:
+                raise
+            raise OnnxImportError(exc.reason, node) from None  # said of the node it stopped
         finally:
             self.plan = None
         unread = attrs.unread()
@@ -1989,6 +1996,8 @@ def _unsqueeze(im: _Importer, node: Any, a: _Attrs) -> None:
 @_handles("Concat")
 def _concat(im: _Importer, node: Any, a: _Attrs) -> None:
     values = [im.need(node, k) for k in range(len(node.input))]
+    # an empty constant adds nothing to a concatenation
+    values = [v for v in values if v.const is None or v.const.size] or values[:1]
     out = node.output[0]
     rank = len(im.shape(out, node))
     axis = _axis(int(a.get("axis")), rank, node)
@@ -2110,8 +2119,17 @@ def _pad(im: _Importer, node: Any, a: _Attrs) -> None:
 @_handles("Expand")
 def _expand(im: _Importer, node: Any, a: _Attrs) -> None:
     x = im.need(node, 0)
-    im.const(node, 1, "shape")
+    target = im.const(node, 1, "shape")
     out_shape = im.shape(node.output[0], node)
+    if any(d < 0 for d in out_shape) and -1 not in x.shape:
+        # inference lost the shape (a function body's): the broadcast itself tells it
+        try:
+            out_shape = tuple(np.broadcast_shapes(
+                tuple(x.shape), tuple(int(d) for d in np.asarray(target).reshape(-1))))
+        except ValueError:
+            raise OnnxImportError(f"shape {np.asarray(target).tolist()} does not broadcast "
+                                  f"with the input's {list(x.shape)}", node) from None
+        im.shapes[node.output[0]] = out_shape
     if any(d < 0 for d in out_shape):
         raise OnnxImportError("Expand to a shape with dynamic dimensions", node)
     im.op(node, "BROADCAST_TO", [im.view(x)], node.output[0], None,
@@ -2128,8 +2146,10 @@ def _tile(im: _Importer, node: Any, a: _Attrs) -> None:
 
 from nnrt.client import onnx_ops  # noqa: E402,F401 - registers the operators mapped there
 
+from nnrt.client.onnx_ops.functions import BY_FUNCTION_BODY  # noqa: E402
+
 SUPPORTED_OPERATORS: tuple[str, ...] = tuple(sorted(
-    {*_HANDLERS, "Shape", "Size", "Constant", "ConstantOfShape", "Range"}))
+    {*_HANDLERS, *BY_FUNCTION_BODY, "Shape", "Size", "Constant", "ConstantOfShape", "Range"}))
 
 
 # -- the entry point -----------------------------------------------------------------------------
@@ -2161,6 +2181,9 @@ def import_onnx(source: Any, *, input_shapes: Mapping[str, Sequence[int | None]]
     if proto.functions:
         names = sorted({f.name for f in proto.functions})
         log.info("model-local functions %s: only used ones are refused", names)
+    from .onnx_ops.functions import expand_functions
+
+    proto = expand_functions(proto, set(_HANDLERS))
     importer = _Importer(proto, input_shapes, name_outputs)
     try:
         return importer.run()

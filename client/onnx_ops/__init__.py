@@ -7,4 +7,5 @@ type); anything outside that raises OnnxImportError naming the node and why.
 
 Importing this package registers them (client/onnx_import.py does, at its end)."""
 
-from . import activations, arithmetic, normalization, reductions, selection  # noqa: F401
+from . import (activations, arithmetic, conversions, normalization, reductions,  # noqa: F401
+               selection)
