@@ -1,12 +1,14 @@
-"""The GPU driver against the CPU driver on the zoo models, measured side by side in one run;
-and a GPU model prepared from its graph (programs built) against one prepared from its cache
-(program binaries loaded), each by a freshly started GPU driver whose OpenCL driver's own
-compiler cache is off.
+"""The GPU driver against the CPU driver on the zoo models, measured side by side in one run:
+the CPU, the GPU in float32 and the GPU in float16 mode (tensors stored as half, computed in
+float32); and a GPU model prepared from its graph (programs built) against one prepared from
+its cache (program binaries loaded), each by a freshly started GPU driver whose OpenCL
+driver's own compiler cache is off.
 
 Both drivers run as processes of their own in a private runtime directory, started here;
 the client is the Pythonic API (`nnrt.client.api`, on the C API). For each model and batch
-the outputs are compared first (allclose), then rounds alternate between the devices, and
-the median latency of every call is printed with the ratio CPU / GPU.
+the outputs are compared first (allclose; float16 mode within 2e-2 of the output's scale),
+then rounds alternate between the three, and the median latency of every call is printed
+with the ratios CPU / GPU and GPU float32 / GPU float16.
 
     python benchmarks/gpu.py                          # --cl-device gpu: the first OpenCL GPU
     python benchmarks/gpu.py --cl-device any --batches 1 --calls 5   # PoCL: figures mean nothing
@@ -93,19 +95,24 @@ def latency(executor, x: np.ndarray, calls: int) -> list[float]:
     return times
 
 
-def compare(model_name: str, batch: int, rounds: int, calls: int) -> tuple[float, float]:
+def compare(model_name: str, batch: int, rounds: int, calls: int
+            ) -> tuple[float, float, float]:
+    """Median latencies (s): CPU, GPU float32, GPU float16 mode."""
     model, x = zoo.build(model_name, batch=batch, **SIZES[model_name])
-    compiled = {device: model.compile(device) for device in ("cpu", "gpu")}
+    compiled = {"cpu": model.compile("cpu"), "gpu": model.compile("gpu"),
+                "gpu16": model.compile("gpu", float16=True)}
     executors = {device: c.executor() for device, c in compiled.items()}
     try:
-        cpu, gpu = (outputs(executors[d].run(x)) for d in ("cpu", "gpu"))
-        for a, b in zip(cpu, gpu):
+        cpu, gpu, gpu16 = (outputs(executors[d].run(x)) for d in ("cpu", "gpu", "gpu16"))
+        for a, b, h in zip(cpu, gpu, gpu16):
             np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-3)
-        times: dict[str, list[float]] = {"cpu": [], "gpu": []}
+            np.testing.assert_allclose(h, a, rtol=2e-2, atol=2e-2 * float(np.abs(a).max()))
+        times: dict[str, list[float]] = {device: [] for device in executors}
         for r in range(rounds):
-            for device in (("cpu", "gpu") if r % 2 == 0 else ("gpu", "cpu")):
+            order = list(executors) if r % 2 == 0 else list(executors)[::-1]
+            for device in order:
                 times[device] += latency(executors[device], x, calls)
-        return statistics.median(times["cpu"]), statistics.median(times["gpu"])
+        return tuple(statistics.median(times[d]) for d in ("cpu", "gpu", "gpu16"))
     finally:
         for device in executors:
             executors[device].close()
@@ -152,12 +159,14 @@ def main() -> int:
         from nnrt.client.api import list_devices
         for device in list_devices():
             print(f"device: {device.name} ({device.type.name})")
-        print(f"\n{'model':<10} {'batch':>5} {'cpu ms':>9} {'gpu ms':>9} {'cpu/gpu':>8}")
+        print(f"\n{'model':<10} {'batch':>5} {'cpu ms':>9} {'gpu ms':>9} {'gpu f16 ms':>11} "
+              f"{'cpu/gpu':>8} {'f32/f16':>8}")
         for name in names:
             for batch in batches:
-                cpu_s, gpu_s = compare(name, batch, args.rounds, args.calls)
+                cpu_s, gpu_s, half_s = compare(name, batch, args.rounds, args.calls)
                 print(f"{name:<10} {batch:>5} {cpu_s * 1e3:>9.2f} {gpu_s * 1e3:>9.2f} "
-                      f"{cpu_s / gpu_s:>7.2f}x", flush=True)
+                      f"{half_s * 1e3:>11.2f} {cpu_s / gpu_s:>7.2f}x {gpu_s / half_s:>7.2f}x",
+                      flush=True)
         print(f"\n{'model':<10} {'prepare: graph ms':>18} {'cache ms':>9} {'graph/cache':>12}"
               f"   (a fresh GPU driver each, the OpenCL driver's own compiler cache off)")
         gpu.stop()

@@ -5,9 +5,12 @@ model becomes a `GpuPlan` (drivers/gpu/plan.py) of ops from drivers/gpu/ops. Nam
 vendor are the OpenCL device's own; `nnrt devices` and the admin status show the platform,
 device, driver version and memory (`details`).
 
-Float16: the kernels compute in float32. `IsFloat16PrecisionSupported` is false, so
-EnableFloat16 is refused by the host; half-precision kernels would need cl_khr_fp16, which
-neither PoCL's CPU device nor NVIDIA's OpenCL driver offers, so they could not be tested.
+Float16 mode (`IsFloat16PrecisionSupported` true on every OpenCL device): the graph is
+rewritten as the CPU driver rewrites it (float32 tensors become float16, int8 and integer
+tensors keep their types; drivers/cpu/float16.py) and the float kernels store those tensors
+as half with vload_half / vstore_half_rte, core OpenCL since 1.0: no cl_khr_fp16 needed.
+Arithmetic and accumulation stay float32, rounded once per stored value (semantics.md).
+Inputs and outputs stay float32 on the wire, converted on the host at the edges.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..reference import supported_operations
+from nnrt.drivers.cpu.float16 import to_float16
 from . import model_cache
 from .kernel import create_op
 from .opencl import BroughtPrograms, ClRuntime, choose_device
@@ -34,15 +38,20 @@ DRIVER_VERSION = "0.1.0"
 
 
 class GpuPreparedModel(PreparedModel):
-    def __init__(self, graph: Graph, device: GpuDevice,
+    def __init__(self, graph: Graph, device: GpuDevice, config: PrepareConfig,
                  brought: BroughtPrograms | None = None) -> None:
-        super().__init__(graph.inputs, graph.outputs)
+        super().__init__(graph.inputs, graph.outputs)  # what the client sees: float32 or not
         self.graph = graph
         self.device = device
         # The programs its cache brought: this model's alone (drivers/gpu/opencl.py).
         self.brought = brought
         with self._programs():
-            self.plan = GpuPlan(graph, device.runtime, f"model {graph.name!r}")
+            if config.enable_float16:
+                self.plan = GpuPlan(to_float16(graph), device.runtime,
+                                    f"model {graph.name!r} (float16)",
+                                    [t.dtype for t in graph.outputs])
+            else:
+                self.plan = GpuPlan(graph, device.runtime, f"model {graph.name!r}")
         if brought is not None and not self.plan.dynamic:
             brought.forget_unused()  # every program it will ever ask for is loaded
 
@@ -77,7 +86,7 @@ class GpuDevice(Device):
     kind = "gpu"
     version = DRIVER_VERSION
     device_type = ht.GPU
-    capabilities = Capabilities(float16=False, dynamic_input=True, model_cache=True)
+    capabilities = Capabilities(float16=True, dynamic_input=True, model_cache=True)
 
     def __init__(self, cl_device: str = "gpu", memory_limit_mb: int | None = None) -> None:
         found = choose_device(cl_device)
@@ -102,7 +111,7 @@ class GpuDevice(Device):
         return supported_operations(graph, create_op)
 
     def prepare(self, graph: Graph, config: PrepareConfig) -> PreparedModel:
-        return GpuPreparedModel(graph, self)
+        return GpuPreparedModel(graph, self, config)
 
     def prepare_from_cache(self, blobs: Sequence[bytes], config: PrepareConfig) -> PreparedModel:
         if len(blobs) != 2:
@@ -110,7 +119,7 @@ class GpuDevice(Device):
                               f"{len(blobs)} cache buffers, expected 2 (graph, programs)")
         graph = graph_cache.decode(blobs[0], self.identity)
         brought = BroughtPrograms(model_cache.decode(blobs[1], self.identity))
-        return GpuPreparedModel(graph, self, brought)
+        return GpuPreparedModel(graph, self, config, brought)
 
     def close(self) -> None:
         self.runtime.close()

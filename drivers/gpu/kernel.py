@@ -43,6 +43,12 @@ from nnrt.server.graph import NodeSpec, Shape
 GPU_OPS: dict[int, type[GpuOp]] = {}
 CL_DIR = Path(__file__).with_name("cl")
 FLOAT32 = np.dtype(np.float32)
+FLOAT16 = np.dtype(np.float16)
+FLOATS = (FLOAT32, FLOAT16)
+# Programs whose float tensors are data_t (cl/common.cl): built with -DNNRT_HALF for an op
+# whose tensors are float16 (float16 mode, or a float16 model).
+HALF_PROGRAMS = frozenset({"eltwise", "unary", "gemm", "conv", "pool", "reduce", "softmax",
+                           "norm", "lstm"})
 
 
 @cache
@@ -152,6 +158,7 @@ class Builder:
         self.programs = programs  # keys of every program this model uses (for its cache)
         self.dummy = dummy  # bound where an optional buffer is absent
         self.checks: list[RunCheck] = []
+        self.half = False  # the op being built stores its float tensors as half
 
     def run_check(self, error: DriverError) -> cl.Buffer:
         """The flag a kernel sets (to any non-zero value) to fail the run with `error`."""
@@ -160,6 +167,8 @@ class Builder:
         return flag
 
     def program(self, name: str, options: Sequence[str] = ()) -> cl.Program:
+        if self.half and name in HALF_PROGRAMS:
+            options = (*options, "-DNNRT_HALF")
         key, program = self.runtime.programs.get(cl_source(name), tuple(options))
         self.programs.add(key)
         return program
@@ -193,6 +202,7 @@ class GpuOp(ABC):
 
     alias_input: int | None = None
     accepts_epilogue: bool = False
+    half: bool = False  # its float tensors are float16: stored as half (HALF_PROGRAMS)
     # Input positions whose constant data the op uploads itself in load(); the plan passes
     # None for them to build() instead of a raw upload.
     own_constants: frozenset[int] = frozenset()
@@ -203,6 +213,11 @@ class GpuOp(ABC):
 
     def infer_shapes(self, input_shapes: Sequence[Shape]) -> list[Shape]:
         return self.ref.infer_shapes(input_shapes)
+
+    @property
+    def storage(self) -> np.dtype:
+        """The dtype of the float data this op uploads itself (weights in its layout)."""
+        return FLOAT16 if self.half else FLOAT32
 
     def load(self, prep: Preparer) -> None:
         """Upload what the op keeps on the device for the model's lifetime."""
@@ -227,10 +242,11 @@ def node_type_name(node_type: int) -> str:
         return str(node_type)
 
 
-def require_dtypes(node: NodeSpec, allowed: Sequence[np.dtype] = (FLOAT32,),
+def require_dtypes(node: NodeSpec, allowed: Sequence[np.dtype] = FLOATS,
                    positions: Sequence[int] | None = None) -> None:
     """unsupported() unless the inputs at `positions` (default all) and every output have
-    one of the `allowed` dtypes."""
+    one of the `allowed` dtypes, and all the same float dtype (float32, or float16 stored as
+    half and computed in float32)."""
     tensors = [node.inputs[i] for i in (range(len(node.inputs)) if positions is None
                                         else positions)] + list(node.outputs)
     for t in tensors:
@@ -238,6 +254,9 @@ def require_dtypes(node: NodeSpec, allowed: Sequence[np.dtype] = (FLOAT32,),
             raise unsupported(node, f"the GPU driver computes {node_type_name(node.node_type)} "
                                     f"in {', '.join(str(d) for d in allowed)} only, "
                                     f"not {t.dtype} ({t.name!r})")
+    floats = {t.dtype for t in tensors if t.dtype.kind == "f"}
+    if len(floats) > 1:
+        raise unsupported(node, f"float tensors of mixed dtypes ({', '.join(map(str, floats))})")
 
 
 def create_op(node: NodeSpec) -> GpuOp:
@@ -251,7 +270,9 @@ def create_op(node: NodeSpec) -> GpuOp:
         raise unsupported(node, f"{node_type_name(node.node_type)} has no GPU kernel")
     if node.quant_type == ht.QUANT_TYPE_ALL:
         raise unsupported(node, "quantised nodes are not computed by the GPU driver")
-    return cls(node, ref)
+    op = cls(node, ref)
+    op.half = any(t.dtype == FLOAT16 for t in (*node.inputs, *node.outputs))
+    return op
 
 
 def broadcast_strides(shape: Shape, out_shape: Shape) -> list[int]:

@@ -120,8 +120,12 @@ def _fusion(graph: Graph, ops: dict[int, GpuOp]) -> tuple[dict[int, tuple[int, S
 
 
 class GpuPlan:
-    def __init__(self, graph: Graph, runtime: ClRuntime, owner: str) -> None:
+    def __init__(self, graph: Graph, runtime: ClRuntime, owner: str,
+                 wire: Sequence[np.dtype] | None = None) -> None:
+        """`wire`: the dtypes of the outputs as the client sees them, where they differ from
+        the graph's (float16 mode: the graph is the float16 rewrite, the wire float32)."""
         self.graph = graph
+        self.wire = None if wire is None else [np.dtype(d) for d in wire]
         self.runtime = runtime
         self.owner = owner
         ops = {i: create_op(graph.nodes[i]) for i in graph.execution_order}
@@ -240,6 +244,7 @@ class GpuPlan:
                 tensors[out] = DeviceTensor(source.buffer, shapes[out], source.dtype)
                 continue
             outs = [fresh(i) for i in entry.outputs]
+            builder.half = op.half
             post = NO_EPILOGUE
             if entry.absorbed is not None:
                 post = Epilogue(None if entry.residual is None else tensors[entry.residual],
@@ -257,8 +262,9 @@ class GpuPlan:
             spec = self._specialise(tuple(tuple(a.shape) for a in inputs))
             try:
                 for tensor, array in zip(spec.inputs, inputs):
-                    if array.size:
-                        cl.enqueue_copy(queue, tensor.buffer, np.ascontiguousarray(array),
+                    if array.size:  # float16 mode: float32 on the wire, half on the device
+                        cl.enqueue_copy(queue, tensor.buffer,
+                                        np.ascontiguousarray(array, tensor.dtype),
                                         is_blocking=False)
                 for check in spec.checks:
                     cl.enqueue_copy(queue, check.flag, _ZERO, is_blocking=False)
@@ -272,13 +278,20 @@ class GpuPlan:
                     if len(spec.launches) > LAUNCHES_PER_CHUNK:
                         queue.finish()
                 self._verify(spec.checks)
-                results = []
+                results, widen = [], []
                 for k, tensor in enumerate(spec.outputs):
-                    out = np.empty(tensor.shape, tensor.dtype) if targets is None else targets[k]
+                    wire = tensor.dtype if self.wire is None else self.wire[k]
+                    out = np.empty(tensor.shape, wire) if targets is None else targets[k]
+                    landing = out if out.dtype == tensor.dtype else np.empty(tensor.shape,
+                                                                             tensor.dtype)
                     if out.size:
-                        cl.enqueue_copy(queue, out, tensor.buffer, is_blocking=False)
+                        cl.enqueue_copy(queue, landing, tensor.buffer, is_blocking=False)
+                    if landing is not out:
+                        widen.append((out, landing))
                     results.append(out)
                 queue.finish()
+                for out, landing in widen:  # float16 mode: half on the device, float32 out
+                    out[...] = landing
             except cl.Error as exc:
                 raise cl_error(exc, f"{self.owner}: run")
         return results

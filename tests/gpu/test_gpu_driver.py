@@ -17,7 +17,7 @@ from nnrt.drivers.gpu import opencl
 from nnrt.drivers.gpu.opencl import choose_device, cl_error, found_devices
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.common.errors import (NNRT_DEVICE_ERROR, NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, NNRT_NOT_SUPPORT, NNRT_OUT_OF_MEMORY,
+from nnrt.common.errors import (NNRT_DEVICE_ERROR, NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, NNRT_OUT_OF_MEMORY,
                                 NNRT_SUCCESS, NNRT_UNSUPPORTED_OP)
 from tests.conftest import admin_details, start_driver
 from tests.helpers.hdi_models import f32, mlp, run
@@ -115,7 +115,7 @@ def test_identity_comes_from_the_opencl_device(gpu, gpu_driver):
     assert gpu.get_vendor_name().name == device.device.vendor.strip()
     assert gpu.is_model_cache_supported().isSupported
     assert gpu.is_dynamic_input_supported().isSupported
-    assert not gpu.is_float16_precision_supported().isSupported  # no half kernels (see device.py)
+    assert gpu.is_float16_precision_supported().isSupported  # half storage: core OpenCL
     details = admin_details(gpu_driver)
     assert details["opencl_device"] == device.device.name.strip()
     assert details["opencl_device_index"] == f"{device.platform_index}:{device.device_index}"
@@ -123,11 +123,15 @@ def test_identity_comes_from_the_opencl_device(gpu, gpu_driver):
     assert details["opencl_driver_version"] == device.device.driver_version.strip()
 
 
-def test_enable_float16_is_refused_as_not_supported(gpu):
-    builder, _ = mlp(BATCH, SIZES)
-    with builder.packed(gpu) as model:
-        reply = gpu.prepare_model(model, ht.ModelConfig(enableFloat16=True))
-    assert reply.returnCode == NNRT_NOT_SUPPORT
+def test_float16_mode_runs_with_float32_on_the_wire(gpu):
+    builder, reference = mlp(BATCH, SIZES)
+    x = f32(BATCH, SIZES[0])
+    config = ht.ModelConfig(enableFloat16=True)
+    builder.prepare = lambda client: HdiModelBuilder.prepare(builder, client, config)
+    (probs,) = run(gpu, builder, [x], [(BATCH, SIZES[2])])
+    want = reference(x)
+    np.testing.assert_allclose(probs, want, rtol=1e-2, atol=1e-3)
+    assert not np.array_equal(probs, want)  # computed from half tensors
 
 
 # -- running and the model cache ---------------------------------------------------------------

@@ -82,7 +82,7 @@ def test_refused() -> None:
     arrays = lstm_inputs(2, 2, 3, 4)
     node = make_node(LSTM, na.LSTM(hasBias=True), arrays, n_outputs=3)  # run-time weights
     expect_error(NNRT_UNSUPPORTED_OP, lambda: create_op(node))
-    half = [a.astype(np.float16) for a in arrays]
-    node = make_node(LSTM, na.LSTM(hasBias=True), [half[0]] + [Const(a) for a in half[1:4]]
-                     + half[4:], n_outputs=3)
+    wide = [a.astype(np.float64) for a in arrays]
+    node = make_node(LSTM, na.LSTM(hasBias=True), [wide[0]] + [Const(a) for a in wide[1:4]]
+                     + wide[4:], n_outputs=3)
     expect_error(NNRT_UNSUPPORTED_OP, lambda: create_op(node))

@@ -92,10 +92,10 @@ def test_batch_norm_relu_epilogue() -> None:
 
 
 def test_refused() -> None:
-    x = randn(3, 8).astype(np.float16)
+    x = randn(3, 8).astype(np.float64)
     node = make_node(LN, na.LayerNormFusion(beginNormAxis=1, epsilon=1e-5), [x],
                      out_shape=x.shape)
     expect_error(NNRT_UNSUPPORTED_OP, lambda: create_op(node))
-    params = [Const(p.astype(np.float16)) for p in _bn_params(8, 1)]
+    params = [Const(p.astype(np.float64)) for p in _bn_params(8, 1)]
     node = make_node(BN, na.FusedBatchNorm(epsilon=1e-3), [x, *params], out_shape=x.shape)
     expect_error(NNRT_UNSUPPORTED_OP, lambda: create_op(node))

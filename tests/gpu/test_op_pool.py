@@ -113,6 +113,6 @@ def test_refused() -> None:
     x = np.arange(2 * 4 * 4 * 3, dtype=np.int32).reshape(2, 4, 4, 3)
     node = make_node(MAX, attrs(MAX), [x], out_shape=(2, 2, 2, 3))
     expect_error(NNRT_UNSUPPORTED_OP, lambda: create_op(node))
-    node = make_node(AVG, attrs(AVG), [randn(1, 4, 4, 2).astype(np.float16)],
+    node = make_node(AVG, attrs(AVG), [randn(1, 4, 4, 2).astype(np.float64)],
                      out_shape=(1, 2, 2, 2))
     expect_error(NNRT_UNSUPPORTED_OP, lambda: create_op(node))

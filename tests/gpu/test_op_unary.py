@@ -161,7 +161,7 @@ def test_fused_epilogue() -> None:
 
 @pytest.mark.parametrize("node_type,attrs,inputs", [
     (na.NODE_TYPE_ABS, na.Abs(), [np.arange(5, dtype=np.int32)]),
-    (na.NODE_TYPE_SQRT, na.Sqrt(), [np.ones(5, np.float16)]),
+    (na.NODE_TYPE_SQRT, na.Sqrt(), [np.ones(5, np.float64)]),
     (na.NODE_TYPE_CLIP, na.Clip(min=0.0, max=3.0), [np.arange(5, dtype=np.int8)]),
     (na.NODE_TYPE_POW_FUSION, na.PowFusion(scale=1.0), [np.ones(5, np.float32),
                                                         np.ones(5, np.int32)]),

@@ -1,6 +1,32 @@
-// Prepended to every program of the GPU driver: activations (hdi.md 6.12, with the
-// decisions of drivers/cpu/activations.py) and the fused epilogue.
-// Comparisons are written so that NaN passes through as numpy's maximum/clip let it.
+// Prepended to every program of the GPU driver: the storage type of float tensors,
+// activations (hdi.md 6.12, with the decisions of drivers/cpu/activations.py) and the fused
+// epilogue. Comparisons are written so that NaN passes through as numpy's maximum/clip let it.
+
+// Float tensors are stored as data_t: float, or half in float16 mode (-DNNRT_HALF; ops whose
+// tensors are float16). Half is storage only (vload_half / vstore_half_rte: core OpenCL, no
+// cl_khr_fp16): every kernel computes in float32 and rounds once when it stores (semantics.md
+// "Float16 mode"). Op-internal scratch (partial sums, states) stays float. LD4 reads four.
+// RH(x) rounds a float to the nearest half value (ties to even), kept as a float: where an
+// epilogue absorbed a node, the absorbed node reads its producer's rounded output, as it
+// would have from memory.
+#ifdef NNRT_HALF
+#define data_t half
+#define LD(p, i) vload_half((i), (p))
+#define LD4(i, p) vload_half4((i), (p))
+#define ST(p, i, v) vstore_half_rte((v), (i), (p))
+inline float round_half(float x) {
+    ushort bits;
+    vstore_half_rte(x, 0, (__private half*)&bits);
+    return vload_half(0, (__private const half*)&bits);
+}
+#define RH(x) round_half(x)
+#else
+#define data_t float
+#define LD(p, i) ((p)[i])
+#define LD4(i, p) vload4((i), (p))
+#define ST(p, i, v) ((p)[i] = (v))
+#define RH(x) (x)
+#endif
 
 #define ACT_NONE 0
 #define ACT_RELU 1
@@ -59,10 +85,10 @@ inline float activate(float x, int act, float alpha, float lo, float hi, int app
 // The epilogue the plan may fuse after an operator: + residual (same shape as the output,
 // indexed like it), then an activation. Kernels that accept one declare POST_PARAMS last
 // and finish each output element with POST(value, output_index).
-#define POST_PARAMS __global const float* post_res, int post_has_res, int post_act, \
+#define POST_PARAMS __global const data_t* post_res, int post_has_res, int post_act, \
     float post_alpha, float post_lo, float post_hi, int post_approx
-#define POST(v, i) activate(post_has_res ? (v) + post_res[i] : (v), post_act, post_alpha, \
-    post_lo, post_hi, post_approx)
+#define POST(v, i) activate(post_has_res ? RH(RH(v) + LD(post_res, i)) : RH(v), post_act, \
+    post_alpha, post_lo, post_hi, post_approx)
 
 // Two strided operands read at the coordinates of one dense index i: table = rank,
 // dims[rank], a_strides[rank], b_strides[rank] (elements; 0 along a broadcast axis). Rank 0

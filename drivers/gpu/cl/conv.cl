@@ -30,8 +30,8 @@
 #define B_PER (TN * TK / 4 / THREADS)    // B float4s each work-item stages per slice
 
 __kernel __attribute__((reqd_work_group_size(WX, WY, 1)))
-void conv_gemm(__global const float* x, __global const float* w, __global const float* bias,
-               __global float* out,
+void conv_gemm(__global const data_t* x, __global const data_t* w, __global const data_t* bias,
+               __global data_t* out,
                int M, int OH, int OW, int H, int W, int gc, int og, int K, int Kp, int ogp,
                int kW, int sh, int sw, int dh, int dw, int pad_top, int pad_left,
                int xsn, int xsh, int xsw, int xsc, int osn, int osh, int osw, int osc,
@@ -61,7 +61,7 @@ void conv_gemm(__global const float* x, __global const float* w, __global const 
             base[r] = 0;
         }
     }
-    const __global float* wg = w + (size_t)g * Kp * ogp + n0;
+    const __global data_t* wg = w + (size_t)g * Kp * ogp + n0;
 
     float4 acc[4] = {(float4)(0.0f), (float4)(0.0f), (float4)(0.0f), (float4)(0.0f)};
     for (int k0 = 0; k0 < Kp; k0 += TK) {
@@ -74,7 +74,7 @@ void conv_gemm(__global const float* x, __global const float* w, __global const 
                 int ih = ih0[r] + di, iw = iw0[r] + dj;
                 float v = 0.0f;
                 if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
-                    v = x[base[r] + ih * xsh + iw * xsw + dc];
+                    v = LD(x, base[r] + ih * xsh + iw * xsw + dc);
                 }
                 As[kk * TM + lid / TK + r * (THREADS / TK)] = v;
             }
@@ -86,7 +86,7 @@ void conv_gemm(__global const float* x, __global const float* w, __global const 
         for (int r = 0; r < B_PER; ++r) {
             int f = lid + r * THREADS;
             int row = f / (TN / 4), col = (f % (TN / 4)) * 4;
-            vstore4(vload4(0, wg + (size_t)(k0 + row) * ogp + col), 0, Bs + row * TN + col);
+            vstore4(LD4(0, wg + (size_t)(k0 + row) * ogp + col), 0, Bs + row * TN + col);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int q = 0; q < TK; ++q) {
@@ -113,10 +113,10 @@ void conv_gemm(__global const float* x, __global const float* w, __global const 
             if (c >= og) break;
             int oc = g * og + c;
             float v = vals[e];
-            if (has_bias) v += bias[oc];
+            if (has_bias) v += LD(bias, oc);
             v = activate(v, act, 0.0f, 0.0f, 0.0f, 0);
             int idx = pix + oc * osc;
-            out[idx] = POST(v, idx);
+            ST(out, idx, POST(v, idx));
         }
     }
 }
@@ -127,8 +127,8 @@ void conv_gemm(__global const float* x, __global const float* w, __global const 
 // w: [kH, kW, C]. One work-item per (n, oh, pair of ow, channel quad), flattened.
 // ---------------------------------------------------------------------------------------
 
-__kernel void depthwise4(__global const float* x, __global const float* w,
-                         __global const float* bias, __global float* out,
+__kernel void depthwise4(__global const data_t* x, __global const data_t* w,
+                         __global const data_t* bias, __global data_t* out,
                          int total, int C4, int OW2, int OH, int OW, int H, int W, int kH, int kW,
                          int sh, int sw, int dh, int dw, int pad_top, int pad_left,
                          int has_bias, int act, POST_PARAMS) {
@@ -142,27 +142,27 @@ __kernel void depthwise4(__global const float* x, __global const float* w,
     int ow0 = owp * 2;
     int second = ow0 + 1 < OW;
     float4 acc0 = (float4)(0.0f), acc1 = (float4)(0.0f);
-    const __global float* xn = x + (size_t)n * H * W * C;
+    const __global data_t* xn = x + (size_t)n * H * W * C;
     for (int i = 0; i < kH; ++i) {
         int ih = oh * sh - pad_top + i * dh;
         if (ih < 0 || ih >= H) continue;
-        const __global float* row = xn + (size_t)ih * W * C;
+        const __global data_t* row = xn + (size_t)ih * W * C;
         for (int j = 0; j < kW; ++j) {
-            float4 wv = vload4(c4, w + (i * kW + j) * C);
+            float4 wv = LD4(c4, w + (i * kW + j) * C);
             int iw = ow0 * sw - pad_left + j * dw;
-            if (iw >= 0 && iw < W) acc0 = mad(vload4(c4, row + iw * C), wv, acc0);
+            if (iw >= 0 && iw < W) acc0 = mad(LD4(c4, row + iw * C), wv, acc0);
             iw += sw;
-            if (second && iw >= 0 && iw < W) acc1 = mad(vload4(c4, row + iw * C), wv, acc1);
+            if (second && iw >= 0 && iw < W) acc1 = mad(LD4(c4, row + iw * C), wv, acc1);
         }
     }
-    float4 b = has_bias ? vload4(c4, bias) : (float4)(0.0f);
+    float4 b = has_bias ? LD4(c4, bias) : (float4)(0.0f);
     for (int p = 0; p < 1 + second; ++p) {
         float4 a = (p == 0 ? acc0 : acc1) + b;
         float vals[4] = {a.s0, a.s1, a.s2, a.s3};
         int idx = ((n * OH + oh) * OW + ow0 + p) * C + c4 * 4;
         for (int e = 0; e < 4; ++e) {
             float v = activate(vals[e], act, 0.0f, 0.0f, 0.0f, 0);
-            out[idx + e] = POST(v, idx + e);
+            ST(out, idx + e, POST(v, idx + e));
         }
     }
 }
@@ -172,8 +172,8 @@ __kernel void depthwise4(__global const float* x, __global const float* w,
 // oc / mult): one output element per work-item. w: [kH, kW, outC].
 // ---------------------------------------------------------------------------------------
 
-__kernel void depthwise(__global const float* x, __global const float* w,
-                        __global const float* bias, __global float* out,
+__kernel void depthwise(__global const data_t* x, __global const data_t* w,
+                        __global const data_t* bias, __global data_t* out,
                         int total, int OC, int mult, int OH, int OW, int H, int W, int kH, int kW,
                         int sh, int sw, int dh, int dw, int pad_top, int pad_left,
                         int xsn, int xsh, int xsw, int xsc, int osn, int osh, int osw, int osc,
@@ -184,7 +184,7 @@ __kernel void depthwise(__global const float* x, __global const float* w,
     int ow = t % OW;
     t /= OW;
     int oh = t % OH, n = t / OH;
-    const __global float* xc = x + n * xsn + (oc / mult) * xsc;
+    const __global data_t* xc = x + n * xsn + (oc / mult) * xsc;
     float acc = 0.0f;
     for (int i = 0; i < kH; ++i) {
         int ih = oh * sh - pad_top + i * dh;
@@ -192,11 +192,11 @@ __kernel void depthwise(__global const float* x, __global const float* w,
         for (int j = 0; j < kW; ++j) {
             int iw = ow * sw - pad_left + j * dw;
             if (iw < 0 || iw >= W) continue;
-            acc = mad(xc[ih * xsh + iw * xsw], w[(i * kW + j) * OC + oc], acc);
+            acc = mad(LD(xc, ih * xsh + iw * xsw), LD(w, (i * kW + j) * OC + oc), acc);
         }
     }
-    if (has_bias) acc += bias[oc];
+    if (has_bias) acc += LD(bias, oc);
     acc = activate(acc, act, 0.0f, 0.0f, 0.0f, 0);
     int idx = n * osn + oh * osh + ow * osw + oc * osc;
-    out[idx] = POST(acc, idx);
+    ST(out, idx, POST(acc, idx));
 }

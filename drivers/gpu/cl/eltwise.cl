@@ -23,18 +23,18 @@ inline float binary_op(float x, float y, int op) {
     }
 }
 
-__kernel void binary(__global const float* a, __global const float* b, __global float* out,
+__kernel void binary(__global const data_t* a, __global const data_t* b, __global data_t* out,
                      int n, int op, __global const int* table, int act, POST_PARAMS) {
     int i = get_global_id(0);
     if (i >= n) return;
     int2 at = pair_offsets(table, i);
-    float v = activate(binary_op(a[at.x], b[at.y], op), act, 0.0f, 0.0f, 0.0f, 0);
-    out[i] = POST(v, i);
+    float v = activate(binary_op(LD(a, at.x), LD(b, at.y), op), act, 0.0f, 0.0f, 0.0f, 0);
+    ST(out, i, POST(v, i));
 }
 
-__kernel void activation(__global const float* x, __global float* out, int n, int act,
+__kernel void activation(__global const data_t* x, __global data_t* out, int n, int act,
                          float alpha, float lo, float hi, int approx) {
     int i = get_global_id(0);
     if (i >= n) return;
-    out[i] = activate(x[i], act, alpha, lo, hi, approx);
+    ST(out, i, activate(LD(x, i), act, alpha, lo, hi, approx));
 }

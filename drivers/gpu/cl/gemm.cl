@@ -20,8 +20,8 @@
 
 
 __kernel __attribute__((reqd_work_group_size(RTS, RTS, 1)))
-void gemm(__global const float* a, __global const float* b, __global const float* bias,
-          __global float* out, int M, int N, int K, int a_rs, int a_cs, int b_rs, int b_cs,
+void gemm(__global const data_t* a, __global const data_t* b, __global const data_t* bias,
+          __global data_t* out, int M, int N, int K, int a_rs, int a_cs, int b_rs, int b_cs,
           int has_bias, int act, __global const int* table, POST_PARAMS) {
     __local float As[TK][TS + 1];
     __local float Bs[TK][TS];
@@ -48,14 +48,14 @@ void gemm(__global const float* a, __global const float* b, __global const float
             int r = a_k_fast ? e / TK : e % TS;
             int c = a_k_fast ? e % TK : e / TS;
             int m = m0 + r, k = k0 + c;
-            As[c][r] = (m < M && k < K) ? a[m * a_rs + k * a_cs] : 0.0f;
+            As[c][r] = (m < M && k < K) ? LD(a, m * a_rs + k * a_cs) : 0.0f;
         }
         for (int i = 0; i < (TS * TK) / (RTS * RTS); ++i) {
             int e = tid + i * RTS * RTS;
             int r = b_n_fast ? e / TS : e % TK;
             int c = b_n_fast ? e % TS : e / TK;
             int k = k0 + r, n = n0 + c;
-            Bs[r][c] = (k < K && n < N) ? b[k * b_rs + n * b_cs] : 0.0f;
+            Bs[r][c] = (k < K && n < N) ? LD(b, k * b_rs + n * b_cs) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int kk = 0; kk < TK; ++kk) {
@@ -76,10 +76,10 @@ void gemm(__global const float* a, __global const float* b, __global const float
             int n = n0 + tx + RTS * j;
             if (n >= N) break;
             float v = acc[i][j];
-            if (has_bias) v += bias[n];
+            if (has_bias) v += LD(bias, n);
             v = activate(v, act, 0.0f, 0.0f, 0.0f, 0);
             int index = base + m * N + n;
-            out[index] = POST(v, index);
+            ST(out, index, POST(v, index));
         }
     }
 }
@@ -88,8 +88,8 @@ void gemm(__global const float* a, __global const float* b, __global const float
 #define GV_K 4   // work-items splitting K per column
 
 __kernel __attribute__((reqd_work_group_size(GV_N, GV_K, 1)))
-void gemv(__global const float* a, __global const float* b, __global const float* bias,
-          __global float* out, int M, int N, int K, int a_rs, int a_cs, int b_rs, int b_cs,
+void gemv(__global const data_t* a, __global const data_t* b, __global const data_t* bias,
+          __global data_t* out, int M, int N, int K, int a_rs, int a_cs, int b_rs, int b_cs,
           int has_bias, int act, __global const int* table, POST_PARAMS) {
     __local float part[GV_K][GV_N];
     const int tx = get_local_id(0), ty = get_local_id(1);
@@ -102,15 +102,15 @@ void gemv(__global const float* a, __global const float* b, __global const float
 
     float acc = 0.0f;
     if (n < N) {
-        for (int k = ty; k < K; k += GV_K) acc += a[k * a_cs] * b[k * b_rs + n * b_cs];
+        for (int k = ty; k < K; k += GV_K) acc += LD(a, k * a_cs) * LD(b, k * b_rs + n * b_cs);
     }
     part[ty][tx] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (ty == 0 && n < N) {
         float v = (part[0][tx] + part[1][tx]) + (part[2][tx] + part[3][tx]);
-        if (has_bias) v += bias[n];
+        if (has_bias) v += LD(bias, n);
         v = activate(v, act, 0.0f, 0.0f, 0.0f, 0);
         int index = batch * M * N + m * N + n;
-        out[index] = POST(v, index);
+        ST(out, index, POST(v, index));
     }
 }

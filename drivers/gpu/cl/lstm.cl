@@ -14,8 +14,8 @@
 
 // local size (16, 16): work item (lx, ly) computes row ly, columns lx + 16 r (r < 4).
 __kernel __attribute__((reqd_work_group_size(16, 16, 1)))
-void lstm_project(__global const float* x, __global const float* w, int w_off,
-                  __global const float* bias, int bias_off, __global float* pre,
+void lstm_project(__global const data_t* x, __global const data_t* w, int w_off,
+                  __global const data_t* bias, int bias_off, __global float* pre,
                   int M, int N, int K) {
     __local float xs[PM][PK + 1];
     __local float ws[PK][PN];
@@ -28,12 +28,12 @@ void lstm_project(__global const float* x, __global const float* w, int w_off,
     for (int k0 = 0; k0 < K; k0 += PK) {
         // x tile: one element per work item
         int k = k0 + lx;
-        xs[ly][lx] = (row < M && k < K) ? x[row * K + k] : 0.0f;
+        xs[ly][lx] = (row < M && k < K) ? LD(x, row * K + k) : 0.0f;
         // w tile: PK x PN, four elements per work item
         for (int e = lid; e < PK * PN; e += 256) {
             int kk = e / PN, cc = e % PN;
             int gk = k0 + kk, gc = col0 + cc;
-            ws[kk][cc] = (gk < K && gc < N) ? w[gk * N + gc] : 0.0f;
+            ws[kk][cc] = (gk < K && gc < N) ? LD(w, gk * N + gc) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int kk = 0; kk < PK; ++kk) {
@@ -45,7 +45,7 @@ void lstm_project(__global const float* x, __global const float* w, int w_off,
     if (row >= M) return;
     for (int r = 0; r < 4; ++r) {
         int col = col0 + lx + 16 * r;
-        if (col < N) pre[row * N + col] = acc[r] + bias[bias_off + col];
+        if (col < N) pre[row * N + col] = acc[r] + LD(bias, bias_off + col);
     }
 }
 
@@ -65,9 +65,9 @@ inline float lstm_sigmoid(float v) {
 // time t and, at the last step (`last`), to hn + c_off.
 // whh: [L*dirs, H, 4H] (transposed W_hh) from whh_off (this layer's first direction).
 __kernel __attribute__((reqd_work_group_size(TJ, TB, 1)))
-void lstm_step(__global const float* pre, __global const float* whh, int whh_off,
-               __global const float* h0, __global const float* c_in, __global float* c_out,
-               int c_off, __global float* y, __global float* hn, int seq, int batch, int H,
+void lstm_step(__global const float* pre, __global const data_t* whh, int whh_off,
+               __global const data_t* h0, __global const data_t* c_in, __global data_t* c_out,
+               int c_off, __global data_t* y, __global data_t* hn, int seq, int batch, int H,
                int s, int first, int last, float zc, float zc1, float zh, float zh1) {
     __local float hs[TB][TK + 1];
     __local float ws[4][TK][TJ];
@@ -81,18 +81,18 @@ void lstm_step(__global const float* pre, __global const float* whh, int whh_off
     int t = d == 0 ? s : seq - 1 - s;
     int t_prev = d == 0 ? t - 1 : t + 1;
     // h_{t-1}[b, k] = hp[b * hp_stride + k]
-    __global const float* hp = first ? h0 + c_off + d * batch * H
-                                     : y + t_prev * batch * dirs * H + d * H;
+    __global const data_t* hp = first ? h0 + c_off + d * batch * H
+                                      : y + t_prev * batch * dirs * H + d * H;
     int hp_stride = first ? H : dirs * H;
-    __global const float* w = whh + whh_off + d * H * G;
+    __global const data_t* w = whh + whh_off + d * H * G;
     float acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
     for (int k0 = 0; k0 < H; k0 += TK) {
         int k = k0 + lj;
-        hs[lb][lj] = (b < batch && k < H) ? hp[b * hp_stride + k] : 0.0f;
+        hs[lb][lj] = (b < batch && k < H) ? LD(hp, b * hp_stride + k) : 0.0f;
         for (int e = lid; e < 4 * TK * TJ; e += TJ * TB) {
             int g = e / (TK * TJ), kk = (e / TJ) % TK, jj = e % TJ;
             int gk = k0 + kk, gj = get_group_id(0) * TJ + jj;
-            ws[g][kk][jj] = (gk < H && gj < H) ? w[gk * G + g * H + gj] : 0.0f;
+            ws[g][kk][jj] = (gk < H && gj < H) ? LD(w, gk * G + g * H + gj) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int kk = 0; kk < TK; ++kk) {
@@ -111,18 +111,18 @@ void lstm_step(__global const float* pre, __global const float* whh, int whh_off
     float gg = tanh(p[2 * H] + acc2);
     float go = lstm_sigmoid(p[3 * H] + acc3);
     int si = c_off + (d * batch + b) * H + j;
-    float c_prev = c_in[si];
+    float c_prev = LD(c_in, si);
     float c_new = gf * c_prev + gi * gg;
     float h_new = go * tanh(c_new);
     if (zc != 0.0f) c_new = zc * c_prev + zc1 * c_new;
-    if (zh != 0.0f) h_new = zh * hp[b * hp_stride + j] + zh1 * h_new;
-    c_out[si] = c_new;
-    y[(t * batch + b) * dirs * H + d * H + j] = h_new;
-    if (last) hn[si] = h_new;
+    if (zh != 0.0f) h_new = zh * LD(hp, b * hp_stride + j) + zh1 * h_new;
+    ST(c_out, si, c_new);
+    ST(y, (t * batch + b) * dirs * H + d * H + j, h_new);
+    if (last) ST(hn, si, h_new);
 }
 
 // dst[i] = src[i], i < n: hN, cN = h0, c0 when the sequence is empty.
-__kernel void lstm_copy(__global const float* src, __global float* dst, int n) {
+__kernel void lstm_copy(__global const data_t* src, __global data_t* dst, int n) {
     int i = get_global_id(0);
-    if (i < n) dst[i] = src[i];
+    if (i < n) ST(dst, i, LD(src, i));
 }

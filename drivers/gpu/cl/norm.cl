@@ -21,54 +21,54 @@
     __local float part[NORM_WG];                                                         \
     const int lid = get_local_id(0);                                                     \
     const long base = (long)get_group_id(0) * len;                                       \
-    __global const float* xr = x + base;                                                 \
-    __global float* yr = out + base;                                                     \
+    __global const data_t* xr = x + base;                                                \
+    __global data_t* yr = out + base;                                                    \
     float acc = 0.0f, mean, var;                                                         \
-    for (int k = lid; k < len; k += NORM_WG) acc += xr[k];                               \
+    for (int k = lid; k < len; k += NORM_WG) acc += LD(xr, k);                           \
     GROUP_SUM(part, lid, acc, mean)                                                      \
     mean /= (float)len;                                                                  \
     acc = 0.0f;                                                                          \
-    for (int k = lid; k < len; k += NORM_WG) { float d = xr[k] - mean; acc += d * d; }   \
+    for (int k = lid; k < len; k += NORM_WG) { float d = LD(xr, k) - mean; acc += d * d; }   \
     GROUP_SUM(part, lid, acc, var)                                                       \
     var /= (float)len;                                                                   \
     const float r = 1.0f / sqrt(var + eps);                                              \
     for (int k = lid; k < len; k += NORM_WG) {                                           \
-        float y = (xr[k] - mean) * r;                                                    \
+        float y = (LD(xr, k) - mean) * r;                                                \
         AFFINE                                                                           \
-        yr[k] = y;                                                                       \
+        ST(yr, k, y);                                                                    \
     }
 
 // Global size rows * NORM_WG.
 __kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1)))
-void layer_norm(__global const float* x, __global float* out, int len, float eps) {
+void layer_norm(__global const data_t* x, __global data_t* out, int len, float eps) {
     LAYER_NORM()
 }
 
 __kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1)))
-void layer_norm_affine(__global const float* x, __global float* out, int len, float eps,
-                       __global const float* gamma, __global const float* beta, int psize) {
-    LAYER_NORM(int p = (int)((base + k) % psize); y = y * gamma[p] + beta[p];)
+void layer_norm_affine(__global const data_t* x, __global data_t* out, int len, float eps,
+                       __global const data_t* gamma, __global const data_t* beta, int psize) {
+    LAYER_NORM(int p = (int)((base + k) % psize); y = y * LD(gamma, p) + LD(beta, p);)
 }
 
 // BatchNorm's per-channel factor = scale / sqrt(variance + eps), shift = offset - mean *
 // factor, into fs[0:C] and fs[C:2C] (run-time parameters; constant ones are folded on the
 // host).
-__kernel void batch_norm_fold(__global const float* scale, __global const float* offset,
-                              __global const float* mean, __global const float* variance,
+__kernel void batch_norm_fold(__global const data_t* scale, __global const data_t* offset,
+                              __global const data_t* mean, __global const data_t* variance,
                               __global float* fs, int C, float eps) {
     int c = get_global_id(0);
     if (c >= C) return;
-    float f = scale[c] / sqrt(variance[c] + eps);
+    float f = LD(scale, c) / sqrt(LD(variance, c) + eps);
     fs[c] = f;
-    fs[C + c] = offset[c] - mean[c] * f;
+    fs[C + c] = LD(offset, c) - LD(mean, c) * f;
 }
 
 // y = x * factor[ch] + shift[ch], ch = (i / inner) % C, then the plan's epilogue.
-__kernel void batch_norm(__global const float* x, __global float* out, int n,
+__kernel void batch_norm(__global const data_t* x, __global data_t* out, int n,
                          __global const float* fs, int C, int inner, POST_PARAMS) {
     int i = get_global_id(0);
     if (i >= n) return;
     int ch = (i / inner) % C;
-    float v = x[i] * fs[ch] + fs[C + ch];
-    out[i] = POST(v, i);
+    float v = LD(x, i) * fs[ch] + fs[C + ch];
+    ST(out, i, POST(v, i));
 }

@@ -7,7 +7,7 @@ inline float max_nan(float a, float b) {  // numpy's maximum: NaN from either si
 }
 
 // One work-item per output element; the window (a few cells) is looped over.
-__kernel void pool_window(__global const float* x, __global float* out, int total,
+__kernel void pool_window(__global const data_t* x, __global data_t* out, int total,
                           __global const int* geo, int nchw, int is_max, int act,
                           POST_PARAMS) {
     int i = get_global_id(0);
@@ -26,22 +26,22 @@ __kernel void pool_window(__global const float* x, __global float* out, int tota
     const int ws = max(w0, 0), we = min(w0 + geo[7], W);
     float acc = is_max ? -INFINITY : 0.0f;
     for (int h = hs; h < he; ++h) {
-        __global const float* row = x + base + h * sh;
+        __global const data_t* row = x + base + h * sh;
         for (int w = ws; w < we; ++w) {
-            float v = row[w * sw];
+            float v = LD(row, w * sw);
             acc = is_max ? max_nan(acc, v) : acc + v;
         }
     }
     if (!is_max) acc *= 1.0f / (float)((he - hs) * (we - ws));
     float v = activate(acc, act, 0.0f, 0.0f, 0.0f, 0);
-    out[i] = POST(v, i);
+    ST(out, i, POST(v, i));
 }
 
 // A window covering the whole H x W plane (global pooling): work-group (LX, LY), LX
 // channels side by side (NHWC: adjacent addresses), LY lanes striding over the plane's
 // cells, then a tree reduction over the lanes in local memory. LX * LY <= 256, LY a power
 // of two. Global (C rounded up to LX, LY, N). The output [N, C] (flat in both layouts).
-__kernel void pool_plane(__global const float* x, __global float* out, int C, int cells,
+__kernel void pool_plane(__global const data_t* x, __global data_t* out, int C, int cells,
                          int nchw, int is_max, int act, POST_PARAMS) {
     __local float part[256];
     const int lx = get_local_id(0), ly = get_local_id(1);
@@ -52,7 +52,7 @@ __kernel void pool_plane(__global const float* x, __global float* out, int C, in
     float acc = is_max ? -INFINITY : 0.0f;
     if (c < C) {
         for (int p = ly; p < cells; p += LY) {
-            float v = x[base + p * cell_step];
+            float v = LD(x, base + p * cell_step);
             acc = is_max ? max_nan(acc, v) : acc + v;
         }
     }
@@ -69,6 +69,6 @@ __kernel void pool_plane(__global const float* x, __global float* out, int C, in
         float v = part[lx];
         if (!is_max) v /= (float)cells;
         v = activate(v, act, 0.0f, 0.0f, 0.0f, 0);
-        out[n * C + c] = POST(v, n * C + c);
+        ST(out, n * C + c, POST(v, n * C + c));
     }
 }

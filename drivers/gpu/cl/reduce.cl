@@ -6,6 +6,24 @@
 
 #define RED_WG 256
 
+// The two passes of a chunked reduction meet in a float scratch buffer: the first pass is
+// built with -DSCRATCH_OUT, the second with -DSCRATCH_IN (in float16 mode the model's own
+// tensors are half, the partial results float).
+#ifdef SCRATCH_IN
+#define in_t float
+#define LD_IN(p, i) ((p)[i])
+#else
+#define in_t data_t
+#define LD_IN(p, i) LD(p, i)
+#endif
+#ifdef SCRATCH_OUT
+#define out_t float
+#define ST_OUT(p, i, v) ((p)[i] = (v))
+#else
+#define out_t data_t
+#define ST_OUT(p, i, v) ST(p, i, v)
+#endif
+
 #define PRE_NONE 0
 #define PRE_SQUARE 1
 #define PRE_ABS 2
@@ -53,7 +71,7 @@ inline int offset_of(int idx, __global const int* dims, __global const int* stri
 // NAME_thread: one work-item per output looping over all R reduced cells (short reductions).
 #define REDUCE_KERNELS(NAME, IDENTITY, COMBINE)                                            \
 __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))                               \
-void NAME##_group(__global const float* x, __global float* out, __global const int* t,     \
+void NAME##_group(__global const in_t* x, __global out_t* out, __global const int* t,      \
                   int R, int chunks, int pre, int post, float count, float coeff) {        \
     __local float part[RED_WG];                                                            \
     const int g = get_group_id(0), lid = get_local_id(0);                                  \
@@ -65,7 +83,7 @@ void NAME##_group(__global const float* x, __global float* out, __global const i
     __global const int* rd = t + 2 + 2 * nk;                                               \
     float acc = IDENTITY;                                                                  \
     for (int r = r0 + lid; r < r1; r += RED_WG) {                                          \
-        float v = pre_op(x[base + offset_of(r, rd, rd + nr, nr)], pre);                    \
+        float v = pre_op(LD_IN(x, base + offset_of(r, rd, rd + nr, nr)), pre);             \
         acc = COMBINE(acc, v);                                                             \
     }                                                                                      \
     part[lid] = acc;                                                                       \
@@ -74,9 +92,9 @@ void NAME##_group(__global const float* x, __global float* out, __global const i
         if (lid < s) part[lid] = COMBINE(part[lid], part[lid + s]);                        \
         barrier(CLK_LOCAL_MEM_FENCE);                                                      \
     }                                                                                      \
-    if (lid == 0) out[g] = post_op(part[0], post, count, coeff);                           \
+    if (lid == 0) ST_OUT(out, g, post_op(part[0], post, count, coeff));                    \
 }                                                                                          \
-__kernel void NAME##_thread(__global const float* x, __global float* out,                  \
+__kernel void NAME##_thread(__global const in_t* x, __global out_t* out,                   \
                             __global const int* t, int outs, int R, int pre, int post,     \
                             float count, float coeff) {                                    \
     const int o = get_global_id(0);                                                        \
@@ -86,10 +104,10 @@ __kernel void NAME##_thread(__global const float* x, __global float* out,       
     __global const int* rd = t + 2 + 2 * nk;                                               \
     float acc = IDENTITY;                                                                  \
     for (int r = 0; r < R; ++r) {                                                          \
-        float v = pre_op(x[base + offset_of(r, rd, rd + nr, nr)], pre);                    \
+        float v = pre_op(LD_IN(x, base + offset_of(r, rd, rd + nr, nr)), pre);             \
         acc = COMBINE(acc, v);                                                             \
     }                                                                                      \
-    out[o] = post_op(acc, post, count, coeff);                                             \
+    ST_OUT(out, o, post_op(acc, post, count, coeff));                                             \
 }
 
 REDUCE_KERNELS(reduce_sum, 0.0f, COMBINE_SUM)

@@ -15,10 +15,10 @@ inline float max_nan(float a, float b) {  // numpy's maximum: NaN from either si
     __local float part[SOFTMAX_WG];                                                       \
     const int row = get_group_id(0), lid = get_local_id(0);                               \
     const int base = (row / inner) * len * inner + row % inner;                           \
-    __global const float* xr = x + base;                                                  \
-    __global float* yr = out + base;                                                      \
+    __global const data_t* xr = x + base;                                                 \
+    __global data_t* yr = out + base;                                                     \
     float m = -INFINITY;                                                                  \
-    for (int k = lid; k < len; k += SOFTMAX_WG) m = max_nan(m, xr[k * inner]);            \
+    for (int k = lid; k < len; k += SOFTMAX_WG) m = max_nan(m, LD(xr, k * inner));        \
     part[lid] = m;                                                                        \
     barrier(CLK_LOCAL_MEM_FENCE);                                                         \
     for (int t = SOFTMAX_WG / 2; t > 0; t >>= 1) {                                        \
@@ -28,7 +28,7 @@ inline float max_nan(float a, float b) {  // numpy's maximum: NaN from either si
     m = SHIFT(part[0]);                                                                   \
     barrier(CLK_LOCAL_MEM_FENCE);                                                         \
     float s = 0.0f;                                                                       \
-    for (int k = lid; k < len; k += SOFTMAX_WG) s += exp(xr[k * inner] - m);              \
+    for (int k = lid; k < len; k += SOFTMAX_WG) s += exp(LD(xr, k * inner) - m);          \
     part[lid] = s;                                                                        \
     barrier(CLK_LOCAL_MEM_FENCE);                                                         \
     for (int t = SOFTMAX_WG / 2; t > 0; t >>= 1) {                                        \
@@ -42,14 +42,15 @@ inline float max_nan(float a, float b) {  // numpy's maximum: NaN from either si
 
 // One group per row; the global size is rows * SOFTMAX_WG.
 __kernel __attribute__((reqd_work_group_size(SOFTMAX_WG, 1, 1)))
-void softmax(__global const float* x, __global float* out, int len, int inner) {
+void softmax(__global const data_t* x, __global data_t* out, int len, int inner) {
     ROW_STATS(KEEP)
-    for (int k = lid; k < len; k += SOFTMAX_WG) yr[k * inner] = exp(xr[k * inner] - m) / s;
+    for (int k = lid; k < len; k += SOFTMAX_WG)
+        ST(yr, k * inner, exp(LD(xr, k * inner) - m) / s);
 }
 
 __kernel __attribute__((reqd_work_group_size(SOFTMAX_WG, 1, 1)))
-void log_softmax(__global const float* x, __global float* out, int len, int inner) {
+void log_softmax(__global const data_t* x, __global data_t* out, int len, int inner) {
     ROW_STATS(FINITE_OR_ZERO)
     const float ls = log(s);
-    for (int k = lid; k < len; k += SOFTMAX_WG) yr[k * inner] = (xr[k * inner] - m) - ls;
+    for (int k = lid; k < len; k += SOFTMAX_WG) ST(yr, k * inner, (LD(xr, k * inner) - m) - ls);
 }

@@ -59,46 +59,46 @@ inline float unary_op(float x, int op, float p0, float p1, float p2) {
     }
 }
 
-__kernel void unary(__global const float* x, __global float* out, int n, int op, float p0,
+__kernel void unary(__global const data_t* x, __global data_t* out, int n, int op, float p0,
                     float p1, float p2, POST_PARAMS) {
     int i = get_global_id(0);
     if (i >= n) return;
-    float v = unary_op(x[i], op, p0, p1, p2);
-    out[i] = POST(v, i);
+    float v = unary_op(LD(x, i), op, p0, p1, p2);
+    ST(out, i, POST(v, i));
 }
 
 // Channel c of element i is (i / inner) % channels; w (and bias for Scale) has `channels`
 // values (1 for a shared PReLU slope).
-__kernel void channel(__global const float* x, __global const float* w,
-                      __global const float* bias, __global float* out, int n, int op,
+__kernel void channel(__global const data_t* x, __global const data_t* w,
+                      __global const data_t* bias, __global data_t* out, int n, int op,
                       int inner, int channels, int has_bias, int act, POST_PARAMS) {
     int i = get_global_id(0);
     if (i >= n) return;
     int c = (i / inner) % channels;
-    float v = x[i];
+    float v = LD(x, i), wc = LD(w, c);
     switch (op) {
     case C_PRELU:
-        v = v >= 0.0f ? v : v * w[c];
+        v = v >= 0.0f ? v : v * wc;
         break;
     case C_BIAS_ADD:
-        v = v + w[c];
+        v = v + wc;
         break;
     default:  // C_SCALE
-        v = v * w[c];
-        if (has_bias) v = v + bias[c];
+        v = v * wc;
+        if (has_bias) v = v + LD(bias, c);
         v = activate(v, act, 0.0f, 0.0f, 0.0f, 0);
         break;
     }
-    out[i] = POST(v, i);
+    ST(out, i, POST(v, i));
 }
 
 // (scale * x + shift) ^ e. table: rank, dims[rank], x_strides[rank], e_strides[rank]
 // (rank 0: equal shapes, both indexed by i).
-__kernel void power(__global const float* x, __global const float* e, __global float* out,
+__kernel void power(__global const data_t* x, __global const data_t* e, __global data_t* out,
                     int n, __global const int* table, float scale, float shift, POST_PARAMS) {
     int i = get_global_id(0);
     if (i >= n) return;
     int2 at = pair_offsets(table, i);
-    float v = pow(scale_shift(x[at.x], scale, shift), e[at.y]);
-    out[i] = POST(v, i);
+    float v = pow(scale_shift(LD(x, at.x), scale, shift), LD(e, at.y));
+    ST(out, i, POST(v, i));
 }

@@ -18,8 +18,8 @@ and NCHW take the same code.
   `depthwise4` (float4 across channels, two adjacent output pixels per work-item); other
   cases run the scalar `depthwise`. The weight is uploaded as [kH, kW, outC].
 
-Refused (unsupported): non-float32 tensors, a weight that is not a constant. A bias that is
-not constant is read as it is.
+Refused (unsupported): tensors other than float32 or float16 (half storage, cl/common.cl),
+a weight that is not a constant. A bias that is not constant is read as it is.
 """
 
 from __future__ import annotations
@@ -81,12 +81,13 @@ class Conv2D(GpuOp):
         else:  # [group, Kp, ogp], zero-padded to whole tiles
             group, og, k = ref.group, out_c // ref.group, kh * kw * gc
             kp, ogp = -(-k // TK) * TK, -(-og // TN) * TN
-            packed = np.zeros((group, kp, ogp), np.float32)
+            packed = np.zeros((group, kp, ogp), self.storage)
             packed[:, :k, :og] = w.reshape(group, og, k).transpose(0, 2, 1)
+        packed = packed.astype(self.storage, copy=False)
         self.weight = DeviceTensor(prep.upload(packed, f"{self.node.name} weight"),
                                    packed.shape, packed.dtype)
         if self.constant_bias:
-            bias = np.ascontiguousarray(self.node.inputs[2].constant, dtype=np.float32)
+            bias = np.ascontiguousarray(self.node.inputs[2].constant, dtype=self.storage)
             self.bias = DeviceTensor(prep.upload(bias, f"{self.node.name} bias"), bias.shape,
                                      bias.dtype)
 

@@ -17,8 +17,8 @@ step reads h_{t-1} from there), c in place in cN and, at the last step, h into h
 first step of each layer reads that layer's h0 / c0. Deeper layers read the previous
 layer's output from a scratch buffer. An empty sequence copies h0 / c0 to hN / cN.
 
-Refused: any dtype but float32, and weights or bias that are not constants (the kernels'
-layout is made once at prepare).
+Refused: any dtype but float32 and float16 (half storage, cl/common.cl), and weights or
+bias that are not constants (the kernels' layout is made once at prepare).
 """
 
 from __future__ import annotations
@@ -67,13 +67,13 @@ class Lstm(GpuOp):
     def load(self, prep: Preparer) -> None:
         w_ih, w_hh, bias = self.ref.weights  # [k, in, 4H], [k, H, 4H], [k, 4H]
         layers, dirs, gates = self.layers, self.dirs, 4 * self.hidden
-        w_cat = w_ih.astype(np.float32).reshape(layers, dirs, self.input_size, gates)
+        w_cat = w_ih.astype(self.storage).reshape(layers, dirs, self.input_size, gates)
         w_cat = np.ascontiguousarray(w_cat.transpose(0, 2, 1, 3)).reshape(
             layers, self.input_size, dirs * gates)
         self.w_ih = prep.upload(w_cat, "LSTM input weights")
-        self.w_hh = prep.upload(np.ascontiguousarray(w_hh, dtype=np.float32),
+        self.w_hh = prep.upload(np.ascontiguousarray(w_hh, dtype=self.storage),
                                 "LSTM recurrent weights")
-        self.bias = prep.upload(np.ascontiguousarray(bias, dtype=np.float32).reshape(
+        self.bias = prep.upload(np.ascontiguousarray(bias, dtype=self.storage).reshape(
             layers, dirs * gates), "LSTM bias")
 
     def build(self, b: Builder, inputs: Sequence[DeviceTensor | None],
@@ -90,7 +90,8 @@ class Lstm(GpuOp):
         hidden, dirs = self.hidden, self.dirs
         rows, cols = seq * batch, dirs * 4 * hidden
         pre = b.scratch(rows * cols * 4, "LSTM input projection")
-        between = [b.scratch(seq * batch * dirs * hidden * 4, f"LSTM layer output {k}")
+        between = [b.scratch(seq * batch * dirs * hidden * self.storage.itemsize,
+                             f"LSTM layer output {k}")
                    for k in range(min(self.layers - 1, 2))]
         state = dirs * batch * hidden  # elements of one layer's h0 / c0 / hN / cN
         launches = []

@@ -16,9 +16,9 @@ Both accept the plan's epilogue (residual add, activation) after their own bias 
 activation. Rows per batch <= GEMV_ROWS with a column-contiguous B take the `gemv` kernel
 (K split over 4 work-items per column); everything else the 64x64-tiled `gemm`.
 
-Refused: dtypes other than float32 (integer and float16 matmuls), tensors of 2^31 elements
-or more (32-bit indexing in the kernels). Fused activations that need parameters are
-refused by the reference already.
+Refused: dtypes other than float32 and float16 (integer matmuls; float16 is half
+storage), tensors of 2^31 elements or more (32-bit indexing in the kernels). Fused
+activations that need parameters are refused by the reference already.
 """
 
 from __future__ import annotations
@@ -146,11 +146,11 @@ class FullConnection(GpuOp):
             weight_t = self.ref.weight_t
             if weight_t is None:
                 weight_t = self.node.inputs[1].constant.T
-            self.weight_t = prep.upload(np.ascontiguousarray(weight_t, np.float32),
+            self.weight_t = prep.upload(np.ascontiguousarray(weight_t, self.storage),
                                         f"{self.node.name}: weightᵀ")
         if 2 in self.own_constants:
             self.bias = prep.upload(np.ascontiguousarray(self.node.inputs[2].constant,
-                                                         np.float32), f"{self.node.name}: bias")
+                                                         self.storage), f"{self.node.name}: bias")
 
     def build(self, b: Builder, inputs: Sequence[DeviceTensor | None],
               outputs: Sequence[DeviceTensor], post: Epilogue) -> list[Launch]:

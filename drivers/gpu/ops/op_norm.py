@@ -15,7 +15,7 @@ and shift (computed in float64) are uploaded once at load() and the parameters t
 never go to the device; run-time parameters are folded by a small kernel at each run (in
 float32). The element-wise pass accepts the plan's epilogue (an activation or residual).
 
-Refused: dtypes other than float32.
+Refused: dtypes other than float32 and float16 (half storage, cl/common.cl).
 """
 
 from __future__ import annotations

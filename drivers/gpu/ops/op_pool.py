@@ -17,7 +17,7 @@ Computation (cl/pool.cl):
 * Other windows: `pool_window`, one work-item per output element looping over its
   window's real cells (windows are small).
 
-Refused: dtypes other than float32 (max pooling of integers included).
+Refused: dtypes other than float32 and float16 (max pooling of integers included).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ reduction in local memory; when few outputs share long reductions each output's 
 split into chunks reduced by several groups into a scratch buffer, then one more group
 pass combines the chunks. Shorter reductions run one work-item per output.
 
-Refused: dtypes other than float32; a run-time axes tensor.
+Refused: dtypes other than float32 and float16; a run-time axes tensor.
 """
 
 from __future__ import annotations
@@ -123,10 +123,12 @@ class Reduce(GpuOp):
         args = [x.buffer, partial, b.ints(table, "reduce table"), np.int32(count),
                 np.int32(chunks), np.int32(self.pre), np.int32(POST_NONE), np.float32(count),
                 np.float32(1.0)]
-        first = b.launch(program, f"{self.family}_group", args, [outs * chunks * RED_WG],
-                         [RED_WG], label=f"{self.family}_chunks")
+        # the partial results are float whatever the tensors' storage (cl/reduce.cl)
+        first = b.launch(b.program("reduce", ["-DSCRATCH_OUT"]), f"{self.family}_group", args,
+                         [outs * chunks * RED_WG], [RED_WG], label=f"{self.family}_chunks")
         combine = [1, 1, outs, chunks, chunks, 1]
         args = [partial, out.buffer, b.ints(combine, "reduce table"), np.int32(chunks),
                 np.int32(1), np.int32(PRE_NONE), *tail[1:]]
-        second = b.launch(program, f"{self.family}_group", args, [outs * RED_WG], [RED_WG])
+        second = b.launch(b.program("reduce", ["-DSCRATCH_IN"]), f"{self.family}_group", args,
+                          [outs * RED_WG], [RED_WG])
         return [first, second]

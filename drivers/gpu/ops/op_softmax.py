@@ -12,7 +12,7 @@ pass. The last axis (inner = 1) reads each row contiguously. Softmax and LogSoft
 kernels of one program (PoCL miscompiled one kernel branching on the mode between
 barriers).
 
-Refused: dtypes other than float32.
+Refused: dtypes other than float32 and float16 (half storage, cl/common.cl).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@
 IEEE specials follow the OpenCL built-ins, which have C99's (= numpy's) results: log(0) =
 -inf, log / sqrt of a negative number NaN, 1/±0 = ±inf, NaN in NaN out.
 
-Refused: every dtype but float32 (integer Abs / Neg / ... and an integer exponent
+Refused: every dtype but float32 and float16 (integer Abs / Neg / ... and an integer exponent
 included), quantised nodes.
 """
 
