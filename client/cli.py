@@ -1,7 +1,9 @@
 """The `nnrt` command.
 
     nnrt demo     drivers up (embedded ones if none is running), an MLP compiled and run
-                  across processes, the result shown and checked against numpy
+                  across processes, the result shown and checked against numpy;
+                  `--recovery`: a driver killed and wedged under a device manager, its
+                  recovery shown live (commands/demo.py)
     nnrt devmgr   the device manager: runs the configured drivers and keeps them running
                   (server/devmgr.py); `nnrt devmgr stop|start|restart DRIVER` controls a
                   running one (commands/control.py)
@@ -13,6 +15,7 @@
     nnrt convert  an ONNX model (.onnx) to a saved model (.nnrt) (commands/convert.py)
     nnrt compile  a saved model to a device's offline model, e.g. the NPU simulator's
                   .npubin (commands/compile.py)
+    nnrt completion bash   a shell completion script from this parser (commands/completion.py)
 
 Decisions, so that it behaves like its peers:
 
@@ -111,6 +114,22 @@ def _on_alarm(_signum, _frame) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if args.recovery:
+        from nnrt.client.commands.demo import RECOVERY_TIMEOUT, cmd_recovery
+
+        if args.device is not None:
+            from nnrt.client.commands.common import EXIT_USAGE, say
+
+            say("demo: --device does not go with --recovery (its drivers are cpu0 and cpu1)")
+            return EXIT_USAGE
+        args.timeout = args.timeout or RECOVERY_TIMEOUT
+        return cmd_recovery(args)
+    if args.json:
+        from nnrt.client.commands.common import EXIT_USAGE, say
+
+        say("demo: --json goes with --recovery")
+        return EXIT_USAGE
+    args.timeout = args.timeout or DEMO_TIMEOUT
     import numpy as np
 
     from nnrt.client.commands.common import EXIT_FAILURE, EXIT_UNREACHABLE, say
@@ -204,10 +223,11 @@ def cmd_devmgr(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nnrt.client.commands import bench, control, devices, run, status
+    from nnrt.client.commands import bench, completion, control, devices, run, status
     from nnrt.client.commands import compile as compile_command
     from nnrt.client.commands import convert as convert_command
-    from nnrt.client.commands.common import positive_float
+    from nnrt.client.commands.common import duration, positive_int
+    from nnrt.client.commands.demo import DEFAULT_CLIENTS, RECOVERY_TIMEOUT
     from nnrt.common import devmgr_cli
 
     parser = argparse.ArgumentParser(prog="nnrt", description="NNRt drivers and clients.",
@@ -216,14 +236,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"nnrt {version()}")
     _logging_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = sub.add_parser("demo", help="run the main job end to end",
+    demo = sub.add_parser("demo", help="run the main job end to end; --recovery: watch a "
+                                       "driver crash and recover",
                           description="Start drivers if none runs (an embedded CPU driver), "
                                       "compile an MLP on a device, run it and check the "
-                                      "result against numpy.")
+                                      "result against numpy. With --recovery: a device "
+                                      "manager with two CPU drivers in a private runtime "
+                                      "dir, client processes running the MLP in a loop, "
+                                      "and a driver killed (SIGKILL) and wedged (SIGSTOP) "
+                                      "under cold restart, warm standby and failover to the "
+                                      "other device, shown live with a summary.")
     demo.add_argument("--device", help="device name (default: the first device)")
-    demo.add_argument("--timeout", type=positive_float, default=DEMO_TIMEOUT, metavar="S",
-                      help=f"deadline of listing, compiling and running in s "
-                           f"(default {DEMO_TIMEOUT:g})")
+    demo.add_argument("--timeout", type=duration, default=None, metavar="DURATION",
+                      help=f"deadline of the whole job (seconds, or e.g. 200ms; default "
+                           f"{DEMO_TIMEOUT:g} s, with --recovery {RECOVERY_TIMEOUT:g} s)")
+    demo.add_argument("--recovery", action="store_true",
+                      help="recovery you can watch: kill and wedge a driver, see it come back")
+    demo.add_argument("--clients", type=positive_int, default=DEFAULT_CLIENTS, metavar="N",
+                      help=f"--recovery: client processes running the model "
+                           f"(default {DEFAULT_CLIENTS})")
+    demo.add_argument("--json", action="store_true",
+                      help="--recovery: print the results as JSON (live lines on stderr)")
     demo.set_defaults(func=cmd_demo)
     devmgr = sub.add_parser("devmgr", help="run and supervise the configured drivers",
                             description="Run the drivers of a TOML configuration, restart them "
@@ -238,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
         if "--runtime-dir" in action.option_strings:  # not "see README": pip installs none
             action.help = ("socket directory (default: $NNRT_RUNTIME_DIR, else "
                            f"{RUNTIME_DIR_DEFAULT.removeprefix('default ')})")
-    for module in (devices, status, run, bench, compile_command, convert_command):
+    for module in (devices, status, run, bench, compile_command, convert_command, completion):
         module.add_parser(sub)
     fault_actions = control.add_parser(sub)
     for name, subparser in sub.choices.items():

@@ -102,7 +102,7 @@ def test_devices_and_status_of_a_driver_without_devmgr(driver, capsys):
         else:
             assert entry["run_queue"] is None
 
-        code, out, _ = nnrt(capsys, "status", "--runtime-dir", rt)
+        code, out, _ = nnrt(capsys, "status", "--runtime-dir", rt, "--wide")
         assert code == 0
         assert "devmgr:   not running" in out
         assert f"cpu session {ours[0]['session_id']} (pid {os.getpid()}): 1 buffer, 4.0 KiB" in out

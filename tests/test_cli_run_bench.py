@@ -342,7 +342,7 @@ def test_failures_exit_1(runtime_dir, saved, tmp_path):
     try:
         proc, slow = nnrt_each([("run", refused, "-i", tmp_path / "x4.npy"),
                                 ("run", saved["mlp"], "-i", tmp_path / "x.npy", "--timeout",
-                                 "300", "--output-dir", tmp_path / "out")], runtime_dir)
+                                 "300ms", "--output-dir", tmp_path / "out")], runtime_dir)
     finally:
         driver.stop()
     assert proc.returncode == 1, proc.stderr

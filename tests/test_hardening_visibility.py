@@ -128,7 +128,7 @@ def test_budgets_given_as_options_are_reported_with_what_is_held(runtime_dir, ca
                                                   "shared_memory_bytes": 1 * MIB}]}
             assert [s["session_id"] for s in entry["sessions"]] == [client.session_id]
             assert entry["standby"] is None and entry["takeovers"] is None  # no devmgr
-            assert cli.main(["status", "--runtime-dir", str(runtime_dir)]) == 0
+            assert cli.main(["status", "--runtime-dir", str(runtime_dir), "--wide"]) == 0
             out = capsys.readouterr().out
             header, row = out.splitlines()[3:5]
             assert header.split()[-1] == "BUDGET" and row.endswith("1.0 MiB  64.0 MiB")
@@ -168,9 +168,14 @@ def test_standby_in_status_and_metrics(tmp_path, devmgrs, capsys):
     assert entries["cpu"]["standby"] == {"pid": spare, "state": "ready"}
     assert entries["cpu"]["takeovers"] == 0
     assert entries["plain"]["standby"] is None and entries["plain"]["takeovers"] == 0
-    assert cli.main(["status", "--runtime-dir", rt]) == 0
+    assert cli.main(["status", "--runtime-dir", rt, "--wide"]) == 0
     out = capsys.readouterr().out
     assert "STANDBY" in out and f"ready (pid {spare})" in out
+    assert cli.main(["status", "--runtime-dir", rt]) == 0  # the default: the spare's state
+    header, *rows = capsys.readouterr().out.splitlines()[4:7]
+    column = header.index("STANDBY")
+    spares = {row.split()[0]: row[column:].split()[0] for row in rows}
+    assert spares == {"cpu": "ready", "plain": "-"}
     samples = scrape(port)
     labels = {"driver": "cpu", "kind": "cpu"}
     assert value(samples, "nnrt_driver_standby_ready", **labels) == 1

@@ -160,7 +160,7 @@ def test_status_shows_what_each_driver_holds_of_a_model_over_several_devices(
         status = json.loads(capsys.readouterr().out)
         ours = [c for c in status["clients"] if c["pid"] == os.getpid()]
         assert ours == [{"pid": os.getpid(), "prepared_models": {"gpu": 2, "cpu": 1}}]
-        assert cli.main(["status", "--runtime-dir", str(runtime)]) == 0
+        assert cli.main(["status", "--runtime-dir", str(runtime), "--wide"]) == 0
         out = capsys.readouterr().out
         header, *rows = out.splitlines()[3:6]
         column = header.index("PREPARED")

@@ -19,7 +19,7 @@ measured runs over the measured wall time.
 Inputs: `--input` .npy files, one per input, or one .npz archive (by input name, or arr_0,
 arr_1, ... in order; checked as by `nnrt run`), or random ones matching the model:
 floats uniform in [0, 1), integers 0, booleans random; a dynamic dimension takes
-`--dynamic-dim` (default 1). On a terminal, a progress bar goes to stderr (none otherwise).
+`--dynamic-dim` (default 1). On a terminal, a progress bar goes to stderr (none otherwise, nor with TERM=dumb).
 
 Device choice (several too: `--device gpu,cpu`, `--device auto`, with the plan said and
 failover on unless `--no-failover`), the embedded driver and exit codes are those of
@@ -41,11 +41,12 @@ import numpy as np
 
 from nnrt.common import model_file
 from nnrt.common.hdi_model import LoweredModel
-from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
-                                         non_negative_int, positive_float, print_json, say)
+from nnrt.client.commands.common import (DURATION_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK,
+                                         EXIT_USAGE, duration, non_negative_int, print_json,
+                                         redraws, say)
 from nnrt.client.commands.run import (CommandError, Prepared, RunSlot, _positive_int,
-                                      add_model_arguments, check_inputs,
-                                      describe_io, finish, load_inputs, load_model, open_device)
+                                      add_model_arguments, check_inputs, describe_io, finish,
+                                      load_inputs, load_model, open_device, timeout_ms)
 
 DEFAULT_RUNS = 100
 DEFAULT_WARMUP = 5
@@ -63,8 +64,9 @@ def add_parser(sub) -> None:
     amount = parser.add_mutually_exclusive_group()
     amount.add_argument("--runs", "-n", type=_positive_int,
                         help=f"measured runs (default {DEFAULT_RUNS})")
-    amount.add_argument("--seconds", "-s", type=positive_float,
-                        help="measure for this long instead of a number of runs")
+    amount.add_argument("--seconds", "-s", type=duration, metavar="DURATION",
+                        help=f"measure for this long instead of a number of runs "
+                             f"({DURATION_HELP})")
     parser.add_argument("--warmup", type=non_negative_int, default=DEFAULT_WARMUP, metavar="N",
                         help=f"runs before measuring (default {DEFAULT_WARMUP})")
     parser.add_argument("--concurrency", "-c", type=_positive_int, default=1, metavar="K",
@@ -175,10 +177,7 @@ class ProgressBar:
 
     @staticmethod
     def wanted(stream=sys.stderr) -> bool:
-        try:
-            return stream.isatty()
-        except (AttributeError, ValueError):
-            return False
+        return redraws(stream)
 
     def show(self, label: str, phase: Phase, final: bool = False, keep: bool = True) -> None:
         """Redraw (at most every BAR_INTERVAL); the final drawing stays (`keep`) or goes."""
@@ -238,15 +237,15 @@ def _bench(args: argparse.Namespace) -> int:
             prepared.check_dim_ranges(arrays)
             first = RunSlot(prepared, arrays)
             slots.append(first)
-            shapes = first.run(args.timeout)  # sizes the outputs (dynamic shapes)
+            shapes = first.run(timeout_ms(args))  # sizes the outputs (dynamic shapes)
             sizes = first.output_sizes
             slots += [RunSlot(prepared, arrays, sizes) for _ in range(args.concurrency - 1)]
             if args.warmup:
-                warmup = Phase(slots, args.timeout, count=args.warmup)
+                warmup = Phase(slots, timeout_ms(args), count=args.warmup)
                 warmup.measure(bar, "warmup", keep=False)
                 if warmup.error is not None:
                     raise warmup.error
-            phase = Phase(slots, args.timeout, count=count if args.seconds is None else None,
+            phase = Phase(slots, timeout_ms(args), count=count if args.seconds is None else None,
                           seconds=args.seconds)
             try:
                 phase.measure(bar, "bench")

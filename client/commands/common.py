@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -200,6 +201,16 @@ def print_json(data: object) -> None:
     sys.stdout.write("\n")
 
 
+def redraws(stream) -> bool:
+    """Whether `stream` is a terminal that can redraw in place (\\r, ANSI erase): a terminal,
+    and not TERM=dumb (Emacs' shell, some CI consoles), where such codes print as garbage."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or closed
+        return False
+    return tty and os.environ.get("TERM") != "dumb"
+
+
 def say(message: str) -> None:
     """A message for the person, not the parser: stderr."""
     print(f"nnrt: {message}", file=sys.stderr)
@@ -216,12 +227,44 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a number > 0."""
+def positive_int(text: str) -> int:
+    """argparse type: an integer > 0."""
     try:
-        value = float(text)
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {value}")
+    return value
+
+
+# Durations on the command line have one unit, seconds; a suffix says another: 200ms, 1.5s,
+# 2m, 1h. Every option that takes a time uses `duration` (a test holds them to it).
+DURATION_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+DURATION_HELP = "seconds, or with a unit: 200ms, 1.5s, 2m"
+
+
+def parse_duration(text: str) -> float:
+    """`1.5` or `1.5s` -> 1.5, `200ms` -> 0.2, `2m` -> 120.0; ValueError otherwise."""
+    number = text.strip().lower()
+    scale = 1.0
+    for unit in sorted(DURATION_UNITS, key=len, reverse=True):  # "ms" before "s" and "m"
+        if number.endswith(unit):
+            number, scale = number[:-len(unit)].strip(), DURATION_UNITS[unit]
+            break
+    value = float(number)  # ValueError for anything but a number
+    if not (value >= 0 and value * scale < float("inf")):
+        raise ValueError(f"not a duration: {text!r}")
+    return value * scale
+
+
+def duration(text: str) -> float:
+    """argparse type: a duration > 0 in seconds (`200ms`, `1.5`, `2m`)."""
+    try:
+        value = parse_duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {text!r} ({DURATION_HELP})") from None
+    if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text}")
     return value

@@ -40,7 +40,8 @@ from nnrt.client.commands.common import (
     directory_of,
     known_drivers,
     non_negative_int,
-    positive_float,
+    DURATION_HELP,
+    duration,
     print_json,
     say,
 )
@@ -83,10 +84,11 @@ def add_devmgr_actions(devmgr: argparse.ArgumentParser) -> dict[str, argparse.Ar
         parser.add_argument("driver", metavar="DRIVER", help="the driver's name (its table in "
                                                              "the configuration)")
         _runtime_dir_option(parser, suppress=True)
-        parser.add_argument("--timeout", type=positive_float, default=WAIT_TIMEOUT, metavar="S",
-                            help=f"wait at most S seconds for the driver to be "
-                                 f"{'stopped' if action == 'stop' else 'ready'} (default "
-                                 f"{WAIT_TIMEOUT:g})")
+        parser.add_argument("--timeout", type=duration, default=WAIT_TIMEOUT,
+                            metavar="DURATION",
+                            help=f"wait at most this long for the driver to be "
+                                 f"{'stopped' if action == 'stop' else 'ready'} "
+                                 f"({DURATION_HELP}; default {WAIT_TIMEOUT:g} s)")
         parser.add_argument("--no-wait", action="store_true",
                             help="return once the device manager has taken the command")
         parser.set_defaults(func=run_devmgr_action)

@@ -56,8 +56,9 @@ from typing import Any
 
 import numpy as np
 
-from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK,
-                                         EXIT_UNREACHABLE, EXIT_USAGE, add_common_arguments,
+from nnrt.client.commands.common import (DURATION_HELP, EXIT_FAILURE, EXIT_INTERRUPTED,
+                                         EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE,
+                                         add_common_arguments, duration, positive_int,
                                          print_json, say, table)
 from nnrt.client.core.compiler import check_capabilities, compile_model
 from nnrt.client.core.device import Device, DeviceRegistry, find_device
@@ -122,19 +123,19 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, inputs_required: boo
                              "nodes, why nodes went where, the boundary tensors)")
     parser.add_argument("--float16", action="store_true",
                         help="compute in float16 (the device must support it)")
-    parser.add_argument("--timeout", type=_positive_int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
-                        help=f"deadline of each run in ms (default {DEFAULT_TIMEOUT_MS})")
+    parser.add_argument("--timeout", type=duration, default=DEFAULT_TIMEOUT_MS / 1000,
+                        metavar="DURATION",
+                        help=f"deadline of each run ({DURATION_HELP}; default "
+                             f"{DEFAULT_TIMEOUT_MS / 1000:g} s)")
     add_common_arguments(parser)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {value}")
-    return value
+_positive_int = positive_int  # the name bench.py imports
+
+
+def timeout_ms(args: argparse.Namespace) -> int:
+    """--timeout (a duration in s) as the ms a run's deadline takes."""
+    return max(round(args.timeout * 1000), 1)
 
 
 # -- the model and its inputs ---------------------------------------------------------------
@@ -546,7 +547,7 @@ def _run(args: argparse.Namespace) -> int:
             slot = RunSlot(prepared, arrays)
             try:
                 started = time.perf_counter()
-                shapes = slot.run(args.timeout)
+                shapes = slot.run(timeout_ms(args))
                 run_ms = (time.perf_counter() - started) * 1000
                 results = slot.read_outputs(shapes)
             finally:

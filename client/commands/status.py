@@ -1,5 +1,20 @@
 """`nnrt status`: the device manager and every driver — state, health, runs, memory.
 
+The default text fits 100 columns (the spare's state, runs ok/failed, long notes wrapped):
+
+    devmgr:   running, pid 812, up 5m03s, config /etc/nnrt/devmgr.toml
+              2 driver(s): 1 ready, 1 failed (failed: npu)
+    runtime:  /run/nnrt
+
+    DRIVER  KIND  PID  STATE   HEALTH   RESTARTS  UPTIME  STANDBY  RUNS OK/FAILED  IN FLIGHT  MEMORY
+    cpu     cpu   815  ready   SERVING  0         5m03s   ready    1204/3          1          4.0 MiB
+    npu     cpu   -    failed  -        4         -       -        -               -          -
+
+`--wide` shows everything, as below; `--watch` refreshes (every `--interval`, default 2 s;
+`--count N` refreshes then stop; Ctrl-C leaves with exit 0), redrawing the screen on a
+terminal (not with TERM=dumb, nor into a pipe: there each refresh follows the last, after a
+header line); `--watch --json`: one JSON object per line. `--json` alone is unchanged.
+
     devmgr:   running, pid 812, up 5m03s, config /etc/nnrt/devmgr.toml
               2 driver(s): 1 ready, 1 failed (failed: npu)
     runtime:  /run/nnrt
@@ -38,15 +53,26 @@ unreachable, ...), 3 nothing running (no device manager, no driver).
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
 
-from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE,
-                                         add_common_arguments, devmgr_status, directory_of,
-                                         format_bytes, format_duration, format_exit,
-                                         known_drivers, print_json, probe_driver, say, table)
+from nnrt.client.commands.common import (DURATION_HELP, EXIT_FAILURE, EXIT_OK,
+                                         EXIT_UNREACHABLE, add_common_arguments, devmgr_status,
+                                         directory_of, duration, format_bytes, format_duration,
+                                         format_exit, known_drivers, positive_int, print_json,
+                                         probe_driver, redraws, say, table)
 
 HEADERS = ("DRIVER", "KIND", "PID", "STATE", "HEALTH", "RESTARTS", "LAST EXIT", "UPTIME",
            "STANDBY", "IN FLIGHT", "RUNS OK/FAILED/ABANDONED", "SESSIONS", "PREPARED", "MEMORY",
            "BUDGET")
+# the default table (100 columns); STANDBY goes after UPTIME when some driver has a spare
+NARROW_HEADERS = ("DRIVER", "KIND", "PID", "STATE", "HEALTH", "RESTARTS", "UPTIME",
+                  "RUNS OK/FAILED", "IN FLIGHT", "MEMORY")
+WIDTH = 100  # columns of the default text
+WATCH_INTERVAL = 2.0  # s, as watch(1)
 
 
 def add_parser(sub) -> None:
@@ -54,6 +80,17 @@ def add_parser(sub) -> None:
                             description="Show the device manager and every driver: state, "
                                         "health, runs in flight, memory held per session.")
     add_common_arguments(parser)
+    parser.add_argument("--wide", "-w", action="store_true",
+                        help="every column and note: last exit, the spare's pid, sessions, "
+                             "prepared models, budgets (default: a table of 100 columns)")
+    parser.add_argument("--watch", action="store_true",
+                        help="refresh until Ctrl-C, like top (--json: a JSON object per line)")
+    parser.add_argument("--interval", "-n", type=duration, default=WATCH_INTERVAL,
+                        metavar="DURATION",
+                        help=f"--watch: time between refreshes ({DURATION_HELP}; default "
+                             f"{WATCH_INTERVAL:g} s)")
+    parser.add_argument("--count", type=positive_int, metavar="N",
+                        help="--watch: stop after N refreshes (default: until Ctrl-C)")
     parser.set_defaults(func=run)
 
 
@@ -176,74 +213,171 @@ def healthy(driver: dict) -> bool:
     return driver["state"] in ("ready", "running") and driver["health"] == "SERVING"
 
 
-def run(args: argparse.Namespace) -> int:
-    directory = directory_of(args)
-    devmgr = devmgr_status(directory)
-    drivers = collect(directory, devmgr)
-    if devmgr is None and not drivers:
-        if args.json:
-            print_json({"runtime_dir": str(directory), "devmgr": None, "drivers": [],
-                        "healthy": False})
-        say(f"nothing running: no device manager and no driver in {directory}")
-        return EXIT_UNREACHABLE
-    ok = all(healthy(d) for d in drivers)
-    if args.json:
-        print_json({"runtime_dir": str(directory),
-                    "devmgr": devmgr["devmgr"] if devmgr else None,
-                    "drivers": drivers, "clients": clients(drivers), "healthy": ok})
-        return EXIT_OK if ok else EXIT_FAILURE
-    if devmgr is not None:
-        info = devmgr["devmgr"]
-        print(f"devmgr:   {info['state']}, pid {info['pid']}, up "
-              f"{format_duration(info['uptime'])}, config {info['config']}")
-        print(f"          {info['status']}")
-    else:
-        print("devmgr:   not running (drivers started some other way)")
-    print(f"runtime:  {directory}")
-    if drivers:
-        print()
-        print(table(HEADERS, [
+def format_runs(runs: dict | None, wide: bool) -> str | None:
+    if runs is None:
+        return None
+    return ("{completed}/{failed}/{abandoned}" if wide else "{completed}/{failed}").format(**runs)
+
+
+def _table(drivers: list[dict], wide: bool) -> str:
+    if wide:
+        return table(HEADERS, [
             (d["name"], d["kind"], d["pid"], d["state"], d["health"], d["restarts"],
              format_exit(d["last_exit"]), format_duration(d["uptime_seconds"]),
-             format_standby(d["standby"]), d["in_flight_runs"],
-             "{completed}/{failed}/{abandoned}".format(**d["runs"]) if d["runs"] else None,
+             format_standby(d["standby"]), d["in_flight_runs"], format_runs(d["runs"], True),
              len(d["sessions"]) if d["sessions"] is not None else None,
              prepared_models(d), format_bytes(d["memory_bytes"]),
              format_bytes(d["budgets"]["shared_memory_bytes"]) if d["budgets"] else None)
-            for d in drivers]))
-        notes = [f"  {d['name']}: {d['reason']}" for d in drivers
-                 if d["reason"] and not healthy(d)]
-        for d in drivers:
-            if d["takeovers"]:
-                notes.append(f"  {d['name']}: {d['takeovers']} takeover"
-                             f"{'s' if d['takeovers'] != 1 else ''} by its standby")
-            if d["budgets"]:
-                b = d["budgets"]
-                per_uid = (f", a uid {format_bytes(b['uid_memory_bytes'])} and "
-                           f"{b['sessions_per_uid']} sessions" if b["uid_memory_bytes"] else "")
-                notes.append(f"  {d['name']} budgets: shared memory "
-                             f"{format_bytes(b['shared_memory_bytes'])} "
-                             f"(a session {format_bytes(b['session_memory_bytes'])}{per_uid}), "
-                             f"model memory {format_bytes(b['model_memory_bytes'])} per run")
-                notes.extend(f"  {d['name']} uid {u['uid']}: {u['sessions']} session"
-                             f"{'s' if u['sessions'] != 1 else ''}, "
-                             f"{format_bytes(u['shared_memory_bytes'])}" for u in b["uids"])
-            if d["run_queue"]:
-                notes.append(format_run_queue(d["name"], d["run_queue"]))
-        for d in drivers:
-            for s in d["sessions"] or ():
-                models = s["prepared_models"]
-                notes.append(
-                    f"  {d['name']} session {s['session_id']} (pid {s['peer_pid'] or '?'}): "
-                    f"{s['buffers']} buffer{'s' if s['buffers'] != 1 else ''}, "
-                    f"{format_bytes(s['buffer_bytes'])}, "
-                    f"{models} prepared model{'s' if models != 1 else ''}")
-        notes.extend(format_client(c) for c in clients(drivers)
-                     if len(c["prepared_models"]) > 1)
+            for d in drivers])
+    # The default fits 100 columns: the spare's state without its pid, and only when some
+    # driver has one; runs ok/failed; the rest (--wide) in the notes or left out.
+    standby = any(d["standby"] is not None for d in drivers)
+    headers = [*NARROW_HEADERS[:7], *(("STANDBY",) if standby else ()), *NARROW_HEADERS[7:]]
+    rows = []
+    for d in drivers:
+        row = [d["name"], d["kind"], d["pid"], d["state"], d["health"], d["restarts"],
+               format_duration(d["uptime_seconds"])]
+        if standby:
+            row.append((d["standby"] or {}).get("state"))
+        row += [format_runs(d["runs"], False), d["in_flight_runs"],
+                format_bytes(d["memory_bytes"])]
+        rows.append(row)
+    return table(headers, rows)
+
+
+def _notes(drivers: list[dict], wide: bool) -> list[str]:
+    notes = [f"  {d['name']}: {d['reason']}" for d in drivers
+             if d["reason"] and not healthy(d)]
+    for d in drivers:
+        if d["takeovers"]:
+            notes.append(f"  {d['name']}: {d['takeovers']} takeover"
+                         f"{'s' if d['takeovers'] != 1 else ''} by its standby")
+        if d["budgets"] and wide:
+            b = d["budgets"]
+            per_uid = (f", a uid {format_bytes(b['uid_memory_bytes'])} and "
+                       f"{b['sessions_per_uid']} sessions" if b["uid_memory_bytes"] else "")
+            notes.append(f"  {d['name']} budgets: shared memory "
+                         f"{format_bytes(b['shared_memory_bytes'])} "
+                         f"(a session {format_bytes(b['session_memory_bytes'])}{per_uid}), "
+                         f"model memory {format_bytes(b['model_memory_bytes'])} per run")
+            notes.extend(f"  {d['name']} uid {u['uid']}: {u['sessions']} session"
+                         f"{'s' if u['sessions'] != 1 else ''}, "
+                         f"{format_bytes(u['shared_memory_bytes'])}" for u in b["uids"])
+        if d["run_queue"]:
+            notes.append(format_run_queue(d["name"], d["run_queue"]))
+    for d in drivers if wide else ():
+        for s in d["sessions"] or ():
+            models = s["prepared_models"]
+            notes.append(
+                f"  {d['name']} session {s['session_id']} (pid {s['peer_pid'] or '?'}): "
+                f"{s['buffers']} buffer{'s' if s['buffers'] != 1 else ''}, "
+                f"{format_bytes(s['buffer_bytes'])}, "
+                f"{models} prepared model{'s' if models != 1 else ''}")
+    notes.extend(format_client(c) for c in clients(drivers) if len(c["prepared_models"]) > 1)
+    return notes
+
+
+@dataclass
+class Snapshot:
+    """One look at the runtime directory: what --json prints, the text, the exit code."""
+
+    data: dict
+    code: int
+    complaint: str | None  # the line for stderr when not healthy
+
+    @property
+    def running(self) -> bool:
+        return self.data["devmgr"] is not None or bool(self.data["drivers"])
+
+
+def snapshot(directory) -> Snapshot:
+    devmgr = devmgr_status(directory)
+    drivers = collect(directory, devmgr)
+    if devmgr is None and not drivers:
+        return Snapshot({"runtime_dir": str(directory), "devmgr": None, "drivers": [],
+                         "healthy": False}, EXIT_UNREACHABLE,
+                        f"nothing running: no device manager and no driver in {directory}")
+    ok = all(healthy(d) for d in drivers)
+    bad = [d["name"] for d in drivers if not healthy(d)]
+    return Snapshot({"runtime_dir": str(directory),
+                     "devmgr": devmgr["devmgr"] if devmgr else None,
+                     "drivers": drivers, "clients": clients(drivers), "healthy": ok},
+                    EXIT_OK if ok else EXIT_FAILURE,
+                    None if ok else (f"not healthy: {', '.join(bad)}" if bad else "no drivers"))
+
+
+def render(shot: Snapshot, wide: bool) -> str:
+    """The text of `nnrt status` (without the complaint, which goes to stderr)."""
+    data = shot.data
+    if not shot.running:
+        return f"nothing running: no device manager and no driver in {data['runtime_dir']}"
+    lines = []
+    info = data["devmgr"]
+    if info is not None:
+        lines.append(f"devmgr:   {info['state']}, pid {info['pid']}, up "
+                     f"{format_duration(info['uptime'])}, config {info['config']}")
+        lines.append(f"          {info['status']}")
+    else:
+        lines.append("devmgr:   not running (drivers started some other way)")
+    lines.append(f"runtime:  {data['runtime_dir']}")
+    drivers = data["drivers"]
+    if drivers:
+        lines += ["", _table(drivers, wide)]
+        notes = _notes(drivers, wide)
+        if not wide:  # the notes too fit the default's 100 columns
+            notes = [textwrap.fill(n, WIDTH, subsequent_indent="    ") for n in notes]
         if notes:
-            print()
-            print("\n".join(notes))
-    if not ok:
-        bad = [d["name"] for d in drivers if not healthy(d)]
-        say(f"not healthy: {', '.join(bad)}" if bad else "no drivers")
-    return EXIT_OK if ok else EXIT_FAILURE
+            lines += [""] + notes
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    directory = directory_of(args)
+    if args.watch:
+        return watch(directory, args)
+    shot = snapshot(directory)
+    if args.json:
+        print_json(shot.data)
+    elif shot.running:
+        print(render(shot, args.wide))
+    if shot.complaint:
+        say(shot.complaint)
+    return shot.code
+
+
+# -- --watch --------------------------------------------------------------------------------
+
+CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen (as top and watch do)
+
+
+def watch(directory, args: argparse.Namespace) -> int:
+    """Refresh every --interval until Ctrl-C (exit 0) or --count refreshes (the last one's
+    exit code). On a terminal each refresh redraws the screen; elsewhere (a pipe, a log,
+    TERM=dumb) the refreshes follow each other, a header line each; --json: one compact JSON
+    object per line."""
+    redraw = not args.json and redraws(sys.stdout)
+    code, done = EXIT_OK, 0
+    try:
+        while True:
+            shot = snapshot(directory)
+            code = shot.code
+            if args.json:
+                text = json.dumps(shot.data, separators=(",", ":"))
+            else:
+                header = (f"nnrt status   every {args.interval:g} s   "
+                          f"{time.strftime('%H:%M:%S')}   Ctrl-C to leave")
+                body = render(shot, args.wide)
+                if shot.complaint and shot.running:
+                    body += f"\n\n{shot.complaint}"
+                text = f"{CLEAR if redraw else ''}{header}\n\n{body}\n"
+            sys.stdout.write(text + ("" if redraw else "\n"))
+            sys.stdout.flush()
+            done += 1
+            if args.count is not None and done >= args.count:
+                return code
+            time.sleep(args.interval)
+    except KeyboardInterrupt:  # the way to leave a watch: not an interruption of a job
+        if redraw:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        return EXIT_OK
