@@ -24,12 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runtime-dir", type=Path,
                         help="socket directory (default: $NNRT_RUNTIME_DIR, see README)")
     parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS)
-    parser.add_argument("--metrics-address", metavar="HOST:PORT", type=_metrics_address,
+    parser.add_argument("--metrics-address", metavar="HOST:PORT", type=metrics_address,
                         help="serve Prometheus metrics over HTTP there (off by default; "
                              "HOST alone: port 9720, :PORT: 127.0.0.1)")
 
 
-def _metrics_address(text: str) -> str:
+def metrics_address(text: str) -> str:
     try:
         parse_address(text)
     except ValueError as exc:

@@ -90,7 +90,7 @@ class RunQueue(_message.Message):
     def __init__(self, cores: _Optional[int] = ..., coresInUse: _Optional[int] = ..., queued: _Optional[int] = ..., waited: _Optional[int] = ..., waitSeconds: _Optional[float] = ..., gaveUp: _Optional[int] = ...) -> None: ...
 
 class DriverStatus(_message.Message):
-    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults", "details", "runLatency", "sharedMemoryBudgetBytes", "sessionMemoryBudgetBytes", "modelMemoryLimitBytes", "sharedMemoryUsedBytes", "runQueue", "uidMemoryBudgetBytes", "maxSessionsPerUid", "uids")
+    __slots__ = ("returnCode", "kind", "name", "deviceName", "vendor", "pid", "uptimeSeconds", "inFlightRuns", "runsCompleted", "runsFailed", "runsAbandoned", "sessions", "faultInjectionEnabled", "faults", "details", "runLatency", "sharedMemoryBudgetBytes", "sessionMemoryBudgetBytes", "modelMemoryLimitBytes", "sharedMemoryUsedBytes", "runQueue", "uidMemoryBudgetBytes", "maxSessionsPerUid", "uids", "runsFailedByCode", "modelRuns")
     class DetailsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,13 @@ class DriverStatus(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class RunsFailedByCodeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -122,6 +129,8 @@ class DriverStatus(_message.Message):
     UIDMEMORYBUDGETBYTES_FIELD_NUMBER: _ClassVar[int]
     MAXSESSIONSPERUID_FIELD_NUMBER: _ClassVar[int]
     UIDS_FIELD_NUMBER: _ClassVar[int]
+    RUNSFAILEDBYCODE_FIELD_NUMBER: _ClassVar[int]
+    MODELRUNS_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     kind: str
     name: str
@@ -146,4 +155,18 @@ class DriverStatus(_message.Message):
     uidMemoryBudgetBytes: int
     maxSessionsPerUid: int
     uids: _containers.RepeatedCompositeFieldContainer[UidStatus]
-    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ..., details: _Optional[_Mapping[str, str]] = ..., runLatency: _Optional[_Union[RunLatency, _Mapping]] = ..., sharedMemoryBudgetBytes: _Optional[int] = ..., sessionMemoryBudgetBytes: _Optional[int] = ..., modelMemoryLimitBytes: _Optional[int] = ..., sharedMemoryUsedBytes: _Optional[int] = ..., runQueue: _Optional[_Union[RunQueue, _Mapping]] = ..., uidMemoryBudgetBytes: _Optional[int] = ..., maxSessionsPerUid: _Optional[int] = ..., uids: _Optional[_Iterable[_Union[UidStatus, _Mapping]]] = ...) -> None: ...
+    runsFailedByCode: _containers.ScalarMap[str, int]
+    modelRuns: _containers.RepeatedCompositeFieldContainer[ModelRuns]
+    def __init__(self, returnCode: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., deviceName: _Optional[str] = ..., vendor: _Optional[str] = ..., pid: _Optional[int] = ..., uptimeSeconds: _Optional[float] = ..., inFlightRuns: _Optional[int] = ..., runsCompleted: _Optional[int] = ..., runsFailed: _Optional[int] = ..., runsAbandoned: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[SessionStatus, _Mapping]]] = ..., faultInjectionEnabled: _Optional[bool] = ..., faults: _Optional[_Union[FaultConfig, _Mapping]] = ..., details: _Optional[_Mapping[str, str]] = ..., runLatency: _Optional[_Union[RunLatency, _Mapping]] = ..., sharedMemoryBudgetBytes: _Optional[int] = ..., sessionMemoryBudgetBytes: _Optional[int] = ..., modelMemoryLimitBytes: _Optional[int] = ..., sharedMemoryUsedBytes: _Optional[int] = ..., runQueue: _Optional[_Union[RunQueue, _Mapping]] = ..., uidMemoryBudgetBytes: _Optional[int] = ..., maxSessionsPerUid: _Optional[int] = ..., uids: _Optional[_Iterable[_Union[UidStatus, _Mapping]]] = ..., runsFailedByCode: _Optional[_Mapping[str, int]] = ..., modelRuns: _Optional[_Iterable[_Union[ModelRuns, _Mapping]]] = ...) -> None: ...
+
+class ModelRuns(_message.Message):
+    __slots__ = ("model", "completed", "failed", "abandoned")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    ABANDONED_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    completed: int
+    failed: int
+    abandoned: int
+    def __init__(self, model: _Optional[str] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., abandoned: _Optional[int] = ...) -> None: ...

@@ -111,56 +111,64 @@ class AdminServicer(rpc.NnrtAdminServicer):
         if caller is None and not privileged and self.policy.restricted:
             return self._refuse_anonymous("GetStatus", pb.DriverStatus)
         try:
-            runs = self.stats.snapshot()
-            budget = buffers.process_budget()
-            queue = self.scheduler.stats() if self.scheduler is not None else None
             everyone = privileged or (self.privileged(caller.uid) if caller is not None
                                       else True)
-
-            def shown_pid(session: Session) -> int:
-                # Another user's pids are theirs: shown to root and the driver's user only.
-                if everyone or (caller is not None and session.uid == caller.uid):
-                    return session.peer_pid or 0
-                return 0
-
-            sessions = [
-                pb.SessionStatus(
-                    sessionId=s.id, peerPid=shown_pid(s), buffers=len(s.buffers),
-                    bufferBytes=s.buffers.total_bytes(), preparedModels=s.prepared_count(),
-                    peerUid=s.uid if shown_pid(s) and s.uid is not None else None)
-                for s in sorted(self.sessions.sessions(), key=lambda s: s.id)
-            ]
-            uids = [] if self.uids is None else [
-                pb.UidStatus(uid=uid, sessions=count, sharedMemoryBytes=held)
-                for uid, (count, held) in self.uids.accounts().items()
-                if everyone or (caller is not None and uid == caller.uid)]
-            return pb.DriverStatus(
-                kind=self.device.kind, name=self.name, deviceName=self.device.name,
-                vendor=self.device.vendor, pid=os.getpid(),
-                uptimeSeconds=time.monotonic() - self.started,
-                inFlightRuns=runs.in_flight, runsCompleted=runs.completed,
-                runsFailed=runs.failed, runsAbandoned=runs.abandoned, sessions=sessions,
-                faultInjectionEnabled=self.faults.allowed,
-                faults=faults_to_proto(self.faults.faults),
-                details=self.device.details(),
-                runLatency=pb.RunLatency(upperBoundsSeconds=LATENCY_BUCKETS,
-                                         counts=runs.latency_counts,
-                                         sumSeconds=runs.latency_sum),
-                sharedMemoryBudgetBytes=budget.driver_limit,
-                sessionMemoryBudgetBytes=budget.session_limit,
-                modelMemoryLimitBytes=reference.model_memory_limit(),
-                sharedMemoryUsedBytes=budget.used,
-                runQueue=None if queue is None else pb.RunQueue(
-                    cores=queue.cores, coresInUse=queue.cores_in_use, queued=queue.queued,
-                    waited=queue.waited, waitSeconds=queue.wait_seconds,
-                    gaveUp=queue.gave_up),
-                uidMemoryBudgetBytes=0 if self.uids is None else self.uids.memory_limit,
-                maxSessionsPerUid=0 if self.uids is None else self.uids.max_sessions,
-                uids=uids,
-            )
+            return self.status(caller, everyone)
         except Exception:
             log.exception("GetStatus failed unexpectedly")
             return pb.DriverStatus(returnCode=NNRT_FAILED)
+
+    def status(self, caller: Session | None = None, everyone: bool = True) -> pb.DriverStatus:
+        """The DriverStatus as `caller` may see it (`everyone`: every client's pids and
+        uids); the driver's own metrics (server/prometheus.py) read it whole."""
+        runs = self.stats.snapshot()
+        budget = buffers.process_budget()
+        queue = self.scheduler.stats() if self.scheduler is not None else None
+
+        def shown_pid(session: Session) -> int:
+            # Another user's pids are theirs: shown to root and the driver's user only.
+            if everyone or (caller is not None and session.uid == caller.uid):
+                return session.peer_pid or 0
+            return 0
+
+        sessions = [
+            pb.SessionStatus(
+                sessionId=s.id, peerPid=shown_pid(s), buffers=len(s.buffers),
+                bufferBytes=s.buffers.total_bytes(), preparedModels=s.prepared_count(),
+                peerUid=s.uid if shown_pid(s) and s.uid is not None else None)
+            for s in sorted(self.sessions.sessions(), key=lambda s: s.id)
+        ]
+        uids = [] if self.uids is None else [
+            pb.UidStatus(uid=uid, sessions=count, sharedMemoryBytes=held)
+            for uid, (count, held) in self.uids.accounts().items()
+            if everyone or (caller is not None and uid == caller.uid)]
+        return pb.DriverStatus(
+            kind=self.device.kind, name=self.name, deviceName=self.device.name,
+            vendor=self.device.vendor, pid=os.getpid(),
+            uptimeSeconds=time.monotonic() - self.started,
+            inFlightRuns=runs.in_flight, runsCompleted=runs.completed,
+            runsFailed=runs.failed, runsAbandoned=runs.abandoned, sessions=sessions,
+            faultInjectionEnabled=self.faults.allowed,
+            faults=faults_to_proto(self.faults.faults),
+            details=self.device.details(),
+            runLatency=pb.RunLatency(upperBoundsSeconds=LATENCY_BUCKETS,
+                                     counts=runs.latency_counts,
+                                     sumSeconds=runs.latency_sum),
+            sharedMemoryBudgetBytes=budget.driver_limit,
+            sessionMemoryBudgetBytes=budget.session_limit,
+            modelMemoryLimitBytes=reference.model_memory_limit(),
+            sharedMemoryUsedBytes=budget.used,
+            runQueue=None if queue is None else pb.RunQueue(
+                cores=queue.cores, coresInUse=queue.cores_in_use, queued=queue.queued,
+                waited=queue.waited, waitSeconds=queue.wait_seconds,
+                gaveUp=queue.gave_up),
+            uidMemoryBudgetBytes=0 if self.uids is None else self.uids.memory_limit,
+            maxSessionsPerUid=0 if self.uids is None else self.uids.max_sessions,
+            uids=uids,
+            runsFailedByCode=runs.failed_by_code,
+            modelRuns=[pb.ModelRuns(model=name, completed=c, failed=f, abandoned=a)
+                       for name, (c, f, a) in sorted(runs.by_model.items())],
+        )
 
     def SetFaults(self, request, context):
         current = self.faults.faults

@@ -48,7 +48,9 @@ from nnrt.common.faults import DEVICE_STATUS, PLAIN_FIELDS, Faults
 from nnrt.server.faults import FaultInjection
 from nnrt.server.host import STALL_TIMEOUT, DriverAlreadyRunning, DriverHost
 from nnrt.server.journal import JournalFormatter, stderr_is_journal
+from nnrt.server.prometheus import DriverCollector, MetricsServer
 from nnrt.server.sd_notify import Notifier, keep_watchdog
+from nnrt.common.devmgr_cli import metrics_address, parse_address
 from nnrt.common.version import installed_version
 from nnrt.common.runtime_dir import DriverLock, NameLocked, UnsafeRuntimeDir, runtime_dir
 from nnrt.server.sessions import (DEFAULT_MAX_RUNS_PER_SESSION, DEFAULT_MAX_SESSIONS_PER_UID,
@@ -77,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds calls in flight may take to finish at SIGTERM (default 10)")
     parser.add_argument("--log-level", default="INFO",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--metrics-address", metavar="HOST:PORT", type=metrics_address,
+                        help="serve the driver's own Prometheus metrics over HTTP there (off "
+                             "by default; HOST alone: port 9720, :PORT: 127.0.0.1); the "
+                             "device manager's --metrics-address covers all its drivers")
     parser.add_argument("--stall-timeout", type=float, default=STALL_TIMEOUT, metavar="S",
                         help="health says NOT_SERVING when the session channel's thread "
                              "does not come round for S seconds (a long run never does; runs "
@@ -411,6 +417,16 @@ def main(argv: list[str] | None = None) -> int:
                 lock.release()
                 return 0
         host.start()
+        metrics = None
+        if args.metrics_address is not None:
+            try:
+                metrics = MetricsServer(DriverCollector(host.admin.status, name, device.kind),
+                                        *parse_address(args.metrics_address))
+            except OSError as exc:
+                log.error("cannot serve metrics on %s: %s", args.metrics_address, exc)
+                host.stop(0)
+                lock.release()
+                return 1
         notifier = Notifier()
         serving = f"serving {device.name} on {host.session_path}"
         notifier.send("READY=1", f"STATUS={serving}")
@@ -434,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         stop.wait()
     notifier.send("STOPPING=1", "STATUS=stopping")
+    if metrics is not None:
+        metrics.close()
     host.stop(args.grace)
     lock.release()
     # A run that ignored the grace (a hung device) must not keep the process alive: the

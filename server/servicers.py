@@ -257,16 +257,17 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
         return prepared
 
     def _admit(self, session: Session, charge: _Charge, prepare: Callable[[], PreparedModel],
-               started: float, how: str):
+               started: float, how: str, name: str = ""):
         """Prepare (the device's work) and hand the model to its session. Whatever fails
         after the device prepared it — the session closed meanwhile, above all — closes the
-        model (its device memory back) and gives back what the call charged."""
+        model (its device memory back) and gives back what the call charged. `name`: the
+        model's, for the run counters (a cache or offline model: how it came)."""
         try:
             model = prepare()
             try:
                 mins, maxs = model.input_dim_ranges()
                 entry = PreparedEntry(model, mins, maxs, model.static_output_shapes(),
-                                      on_close=charge.release)
+                                      on_close=charge.release, name=name or f"({how})")
                 self.faults.on_admit()
                 model_id = session.add_prepared(entry)
             except BaseException:
@@ -299,7 +300,7 @@ class DeviceServicer(rpc.INnrtDeviceServicer):
             return self.device.prepare(graph, self._config(request.config))
 
         return self._admit(session, charge, prepare, started,
-                           f"from {len(request.model.nodes)} nodes")
+                           f"from {len(request.model.nodes)} nodes", request.model.name)
 
     @hdi_method(pb.PrepareModelReply)
     def PrepareModelFromModelCache(self, request, context, session):
@@ -426,7 +427,8 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
     def _refused_run(self, where: str, error: Exception) -> pb.RunReply:
         """A Run refused before it reached a prepared model, counted as a failed run."""
         self.stats.started()
-        self.stats.finished(succeeded=False, abandoned=False)
+        self.stats.finished(succeeded=False, abandoned=False,
+                            code=getattr(error, "code", NNRT_FAILED))
         return _refusal("Run", where, error, pb.RunReply)
 
     def run_packet(self, session: Session, payload: bytes, deadline: float | None,
@@ -532,7 +534,8 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
             code = NNRT_FAILED if reply is None else \
                 NNRT_SUCCESS if isinstance(reply, bytes) else reply.returnCode
             gone = code in (NNRT_TIME_OUT, NNRT_CANCELLED) or not caller_active()
-            self.stats.finished(succeeded=code == NNRT_SUCCESS, abandoned=gone)
+            self.stats.finished(succeeded=code == NNRT_SUCCESS, abandoned=gone,
+                                code=code, model=entry.name)
         return reply
 
     @hdi_method(pb.ReturnCodeReply)

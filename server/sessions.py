@@ -93,6 +93,7 @@ class PreparedEntry:
     success_reply: bytes | None = None  # the serialized RunReply of a run with static shapes
     recent_run_s: float = float("inf")  # a moving average of its runs' computation
     on_close: Callable[[], None] | None = None  # at its close: gives back what prepare charged
+    name: str = ""  # the model's (Model.name), for the run counters' model label
 
 
 class Session:

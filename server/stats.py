@@ -37,9 +37,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from nnrt.common.errors import code_name
+
 # Upper bounds (seconds) of the run latency buckets; one more bucket counts the rest (+Inf).
 LATENCY_BUCKETS: tuple[float, ...] = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                       0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+MAX_MODEL_LABELS = 32  # distinct model names counted apart; later ones under OTHER_MODEL
+OTHER_MODEL = "other"
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,9 @@ class RunCounts:
     # cumulative) and the sum of their latencies in seconds.
     latency_counts: tuple[int, ...] = field(default=(0,) * (len(LATENCY_BUCKETS) + 1))
     latency_sum: float = 0.0
+    failed_by_code: dict[str, int] = field(default_factory=dict)  # code name -> failed runs
+    # model name -> [completed, failed, abandoned]
+    by_model: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
 class RunStats:
@@ -67,6 +76,8 @@ class RunStats:
         self._busy_since = self._last_progress
         self._latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self._latency_sum = 0.0
+        self._failed_by_code: dict[str, int] = {}
+        self._by_model: dict[str, list[int]] = {}
         self._started_at = threading.local()  # this thread's run: when it started
 
     def started(self) -> None:
@@ -88,7 +99,10 @@ class RunStats:
                 return 0.0
             return max(0.0, now - max(self._last_progress, self._busy_since))
 
-    def finished(self, *, succeeded: bool, abandoned: bool) -> None:
+    def finished(self, *, succeeded: bool, abandoned: bool, code: int | None = None,
+                 model: str | None = None) -> None:
+        """`code`: the run's return code (a failed run is counted under its name); `model`:
+        the prepared model's name (None: refused before one was found)."""
         started_at = getattr(self._started_at, "value", None)
         self._started_at.value = None
         with self._lock:
@@ -104,8 +118,18 @@ class RunStats:
                 self._abandoned += 1
             else:
                 self._failed += 1
+                if code is not None:
+                    name = code_name(code)
+                    self._failed_by_code[name] = self._failed_by_code.get(name, 0) + 1
+            if model is not None:
+                if model not in self._by_model and len(self._by_model) >= MAX_MODEL_LABELS:
+                    model = OTHER_MODEL
+                counts = self._by_model.setdefault(model, [0, 0, 0])
+                counts[0 if succeeded else 2 if abandoned else 1] += 1
 
     def snapshot(self) -> RunCounts:
         with self._lock:
             return RunCounts(self._in_flight, self._completed, self._failed, self._abandoned,
-                             tuple(self._latency_counts), self._latency_sum)
+                             tuple(self._latency_counts), self._latency_sum,
+                             dict(self._failed_by_code),
+                             {m: tuple(c) for m, c in self._by_model.items()})
