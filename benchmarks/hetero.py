@@ -107,7 +107,7 @@ def measure_minilm(calls: int, tmp: Path) -> None:
             t_cpu = median_ms(lambda: cpu.run(x), calls)
             t_gpu = median_ms(lambda: gpu.run(x), calls)
             print(f"  [gpu, cpu] {t_split:8.2f} ms   [cpu] {t_cpu:8.2f} ms   GPU-only plan "
-                  f"(no Cast) {t_gpu:8.2f} ms")
+                  f"(without them) {t_gpu:8.2f} ms")
             print(f"  ratios: split / cpu = {t_split / t_cpu:.2f}, split / gpu-only = "
                   f"{t_split / t_gpu:.2f}")
         finally:
@@ -140,7 +140,7 @@ def measure_boundaries(calls: int, casts: int) -> None:
             per_gpu = (t_split - t_gpu) / boundaries
             print(f"chain of 24 nodes + {casts} L2Normalize: {steps} steps, {boundaries} boundaries "
                   f"over [gpu, cpu]: {t_split:.3f} ms; unsplit on [cpu] {t_one:.3f} ms; the "
-                  f"chain without Casts on the GPU alone {t_gpu:.3f} ms")
+                  f"chain without them on the GPU alone {t_gpu:.3f} ms")
             print(f"  per boundary: {per:.3f} ms against [cpu], {per_gpu:.3f} ms against the GPU "
                   f"alone; one tiny Run {t_tiny:.3f} ms on the CPU, "
                   f"{t_tiny_gpu:.3f} ms on the GPU: {per / t_tiny_mean:.2f} / "
