@@ -1,7 +1,8 @@
 """The client side: the HDI client layer, the OH_NN* C API (`nnrt.client.capi`) and the
 Pythonic API on top of it (`Model`, `Compiled`, `Executor`, `NNRtError`, `list_devices`), and
-onnxruntime's session shape over it (`InferenceSession`, `SessionOptions`; ONNX models are
-imported by `nnrt.client.onnx_import`).
+onnxruntime's session shape over it (`InferenceSession`, `SessionOptions`, `RunOptions`,
+`IOBinding`, `get_available_providers`; ONNX models are imported by
+`nnrt.client.onnx_import`).
 
 The Pythonic names are loaded on first use, so importing only the HDI client layer
 (`nnrt.client.core.driver`) stays light.
@@ -18,19 +19,22 @@ from typing import TYPE_CHECKING, Any
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = ["Compiled", "DeviceInfo", "Executor", "Model", "NNRtError", "Operand", "list_devices",
-           "InferenceSession", "SessionOptions", "NodeArg", "OnnxImportError"]
-_SESSION = {"InferenceSession", "SessionOptions", "NodeArg"}
+           "InferenceSession", "SessionOptions", "NodeArg", "RunOptions", "IOBinding",
+           "SharedTensor", "get_available_providers", "OnnxImportError"]
+_SESSION = {"InferenceSession", "SessionOptions", "NodeArg", "RunOptions", "IOBinding",
+            "SharedTensor", "get_available_providers"}
 # The exception hierarchy (client/core/errors.py): NNRtError and one class per return code.
 _ERRORS = {"Failed", "InvalidParameter", "OutOfMemory", "OperationForbidden", "InvalidFile",
            "InvalidPath", "RunTimeout", "Unsupported", "ConnectionLost", "SaveCacheFailed",
-           "DynamicShape", "DeviceUnavailable"}
+           "DynamicShape", "DeviceUnavailable", "DeviceNotFound", "RunCancelled"}
 __all__ += sorted(_ERRORS)
 
 if TYPE_CHECKING:
     from nnrt.client.api import Compiled, DeviceInfo, Executor, Model, Operand, list_devices
     from nnrt.client.core.errors import NNRtError
     from nnrt.client.onnx_import import OnnxImportError
-    from nnrt.client.session import InferenceSession, NodeArg, SessionOptions
+    from nnrt.client.session import (InferenceSession, IOBinding, NodeArg, RunOptions,
+                                     SessionOptions, SharedTensor, get_available_providers)
 
 
 def __getattr__(name: str) -> Any:

@@ -27,9 +27,29 @@ Decisions:
   on the first that supports it; `get_providers()` lists those the plan uses.
 * `SessionOptions`: `priority` and `performance_mode` ("low" / "medium" / "high" /
   "extreme", or the OH_NN enums), `enable_float16` (relaxed float16 precision),
-  `cache_dir` / `cache_version` (the compilation cache), `run_timeout` (seconds, per run);
-  onnxruntime's thread counts and graph optimisation level are accepted and have no effect
-  (the driver schedules its own work).
+  `cache_dir` / `cache_version` (the compilation cache), `run_timeout` (seconds, per run;
+  default DEFAULT_RUN_TIMEOUT). onnxruntime's other options (thread counts, graph
+  optimisation level, execution mode, profiling, memory arena and pattern, session config
+  entries, ...) are accepted and have no effect (the driver schedules its own work and keeps
+  its own memory): each one set to something other than its default is said once per
+  process, at WARNING (`SessionOptions.intra_op_num_threads = 4 has no effect in nnrt ...`),
+  as is an attribute onnxruntime does not have either.
+* `RunOptions` (onnxruntime's): `terminate = True`, from any thread, cancels the runs in
+  flight that use it (the driver abandons them; each raises RunCancelled) and refuses new
+  ones until it is set back to False; `timeout` (seconds, nnrt's) bounds each run. Its log
+  fields and config entries are kept and have no effect.
+* `io_binding()` (onnxruntime's IOBinding): inputs and outputs bound once to tensors in
+  shared memory with the driver, then `run_with_iobinding` as often as wanted with no copy
+  at all — the driver reads the bound inputs and writes the bound outputs in the same pages
+  the application maps. `bind_cpu_input(name, array)` copies the array in once (binding the
+  same shape again reuses the memory); `input_array(name)`, nnrt's, is a writable view of a
+  bound input, to write the next run's data in place; `bind_output(name)` (host memory
+  only: `device_type="cpu"`; nnrt allocates, so no `buffer_ptr`); `get_outputs()` gives
+  the bound outputs over the shared pages (`.numpy()`: a view, no copy, valid until the
+  next run or clear), `copy_outputs_to_cpu()` copies. An output not bound is still given
+  memory (the device writes every output) and not returned. `synchronize_inputs/outputs`
+  have nothing to wait for (the device works in the shared pages and the run returns once
+  it has).
 * Shapes in `get_inputs()` / `get_outputs()` are the ONNX graph's (dim_param names or
   None for dynamic dimensions); types are onnxruntime's strings. A rank-0 ONNX output is
   returned with shape () (the device computes it as [1]).
@@ -38,17 +58,27 @@ Decisions:
 from __future__ import annotations
 
 import logging
+import math
 import os
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 from nnrt.client.capi.enums import OH_NN_PerformanceMode, OH_NN_Priority
+from nnrt.client.core import execution
+from nnrt.client.core.buffer import allocate, release_memory
+from nnrt.client.core.driver import DriverGone, RunTicket
+from nnrt.client.core.errors import ConnectionLost, RunCancelled
+from nnrt.client.core.execution import Binding, OutputsTooSmall, describe_binding
+from nnrt.common.hdi_model import DATA_TYPES, hdi_format
 
-from .api import Compiled, Executor, Model
+from .api import DEFAULT_RUN_TIMEOUT, Compiled, Executor, Model
 
-__all__ = ["InferenceSession", "NodeArg", "SessionOptions", "get_available_providers"]
+__all__ = ["InferenceSession", "IOBinding", "NodeArg", "RunOptions", "SessionOptions",
+           "SharedTensor", "get_available_providers"]
 
 log = logging.getLogger(__name__)
 
@@ -81,15 +111,112 @@ class SessionOptions:
     cache_version: int = 0
     run_timeout: float | None = None
     input_shapes: dict[str, list[int | None]] | None = None  # for the ONNX import
-    # onnxruntime's knobs, accepted for compatibility; the driver schedules its own work
+    # onnxruntime's knobs, accepted for compatibility and without effect (IGNORED_OPTIONS):
+    # the driver schedules its own work and keeps its own memory
     intra_op_num_threads: int = 0
     inter_op_num_threads: int = 0
     graph_optimization_level: Any = None
+    execution_mode: Any = None
+    enable_profiling: bool = False
+    profile_file_prefix: str = "onnxruntime_profile_"
+    optimized_model_filepath: str = ""
+    enable_cpu_mem_arena: bool = True
+    enable_mem_pattern: bool = True
+    enable_mem_reuse: bool = True
+    use_deterministic_compute: bool = False
     log_severity_level: int = 2
+    log_verbosity_level: int = 0
+    logid: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         self.extra[key] = value
+
+    def get_session_config_entry(self, key: str) -> str:
+        return self.extra[key]
+
+
+# SessionOptions fields nnrt accepts and does not use (said once each, when set).
+IGNORED_OPTIONS = ("intra_op_num_threads", "inter_op_num_threads", "graph_optimization_level",
+                   "execution_mode", "enable_profiling", "profile_file_prefix",
+                   "optimized_model_filepath", "enable_cpu_mem_arena", "enable_mem_pattern",
+                   "enable_mem_reuse", "use_deterministic_compute", "log_severity_level",
+                   "log_verbosity_level", "logid")
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(key: str, message: str, *args: Any) -> None:
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning(message, *args)
+
+
+def _warn_ignored(options: SessionOptions) -> None:
+    """Each option set that nnrt does not use, said once per process."""
+    defaults = SessionOptions()
+    for name in IGNORED_OPTIONS:
+        value = getattr(options, name)
+        if value != getattr(defaults, name):
+            _warn_once(name, "SessionOptions.%s = %r has no effect in nnrt (the driver "
+                       "schedules its own work and keeps its own memory)", name, value)
+    for key in options.extra:
+        _warn_once(f"entry:{key}", "SessionOptions session config entry %r has no effect in "
+                   "nnrt", key)
+    known = {f.name for f in fields(SessionOptions)}
+    for name in vars(options):
+        if name not in known:
+            _warn_once(f"unknown:{name}", "SessionOptions.%s is not an option nnrt or "
+                       "onnxruntime knows; ignored", name)
+
+
+class RunOptions:
+    """onnxruntime's RunOptions: `terminate` cancels the runs in flight that use it (each
+    raises RunCancelled) and refuses new ones while set; `timeout` (s, nnrt's) bounds a run;
+    the log fields and config entries are kept and have no effect."""
+
+    def __init__(self) -> None:
+        self.log_severity_level = 2
+        self.log_verbosity_level = 0
+        self.logid = ""
+        self.only_execute_path_to_fetches = False
+        self.timeout: float | None = None
+        self._terminate = False
+        self._lock = threading.Lock()
+        self._in_flight: set[RunTicket] = set()
+        self._entries: dict[str, str] = {}
+
+    @property
+    def terminate(self) -> bool:
+        return self._terminate
+
+    @terminate.setter
+    def terminate(self, value: bool) -> None:
+        with self._lock:
+            self._terminate = bool(value)
+            tickets = list(self._in_flight) if value else []
+        for ticket in tickets:  # the driver abandons each; its run raises RunCancelled
+            ticket.cancel()
+
+    def add_run_config_entry(self, key: str, value: str) -> None:
+        self._entries[key] = value
+
+    def get_run_config_entry(self, key: str) -> str:
+        return self._entries[key]
+
+    def _begin(self) -> RunTicket:
+        with self._lock:
+            if self._terminate:
+                raise RunCancelled("the run was not started: RunOptions.terminate is set")
+            ticket = RunTicket()
+            self._in_flight.add(ticket)
+        return ticket
+
+    def _end(self, ticket: RunTicket) -> None:
+        with self._lock:
+            self._in_flight.discard(ticket)
 
 
 def _level(value: str | int | None, enum: type, what: str) -> Any:
@@ -167,6 +294,10 @@ class InferenceSession:
         if kwargs:
             raise TypeError(f"unexpected arguments {sorted(kwargs)}")
         self._options = sess_options or SessionOptions()
+        _warn_ignored(self._options)
+        self._bindings: list[IOBinding] = []  # free ones, for runs with RunOptions
+        self._bindings_lock = threading.Lock()
+        self._every_binding: weakref.WeakSet[IOBinding] = weakref.WeakSet()  # freed at close
         device, self._providers = _device_of(providers, provider_options)
         fallback = self._providers if isinstance(device, list) else None
         self._model, self._inputs, self._outputs = self._load(path_or_bytes)
@@ -229,11 +360,35 @@ class InferenceSession:
     def get_session_options(self) -> SessionOptions:
         return self._options
 
-    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
-            run_options: Any = None) -> list[np.ndarray]:
-        """The outputs named (None: all) for the inputs fed by name."""
+    def _timeout(self, run_options: Any) -> float:
+        return (getattr(run_options, "timeout", None) or self._options.run_timeout
+                or DEFAULT_RUN_TIMEOUT)
+
+    def io_binding(self) -> IOBinding:
+        """Inputs and outputs bound once in shared memory, run many times with no copy."""
+        self._live_executor()
+        binding = IOBinding(self)
+        with self._bindings_lock:
+            self._every_binding.add(binding)
+        return binding
+
+    def run_with_iobinding(self, iobinding: IOBinding, run_options: RunOptions | None = None
+                           ) -> None:
+        """Run on the bound tensors; the outputs are in the binding (get_outputs)."""
+        if iobinding._session is not self:
+            raise ValueError("the IOBinding belongs to another session")
+        iobinding._run(run_options, self._timeout(run_options))
+
+    def _live_executor(self) -> Executor:
         if self._executor is None:
             raise RuntimeError("the session is closed")
+        return self._executor
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+            run_options: RunOptions | None = None) -> list[np.ndarray]:
+        """The outputs named (None: all) for the inputs fed by name. With `run_options`, the
+        run can be terminated from another thread (RunOptions.terminate)."""
+        self._live_executor()
         names = [i.name for i in self._inputs]
         missing = [n for n in names if n not in input_feed]
         unknown = [n for n in input_feed if n not in names]
@@ -245,19 +400,43 @@ class InferenceSession:
         bad = [n for n in wanted if n not in out_names]
         if bad:
             raise ValueError(f"no output named {bad} (outputs: {out_names})")
-        arrays = []
-        for arg in self._inputs:
-            value = np.asarray(input_feed[arg.name])
-            arrays.append(value.reshape(1) if not arg.shape and value.ndim == 0 else value)
-        timeout = getattr(run_options, "timeout", None) or self._options.run_timeout
-        result = self._executor.run(*arrays, timeout=timeout)
-        results = list(result) if isinstance(result, tuple) else [result]
+        if isinstance(run_options, RunOptions):
+            results = self._run_terminable(input_feed, run_options)
+        else:
+            arrays = [_fed(arg, input_feed[arg.name]) for arg in self._inputs]
+            result = self._live_executor().run(*arrays, timeout=self._timeout(run_options))
+            results = list(result) if isinstance(result, tuple) else [result]
         by_name = {}
         for arg, r in zip(self._outputs, results):
             by_name[arg.name] = r.reshape(()) if not arg.shape and r.size == 1 else r
         return [by_name[n] for n in wanted]
 
+    def _run_terminable(self, input_feed: Mapping[str, Any], run_options: RunOptions
+                        ) -> list[np.ndarray]:
+        """A run over a pooled IOBinding (its ticket is what `terminate` cancels); the
+        outputs copied out, as onnxruntime's run returns arrays of the caller's own."""
+        with self._bindings_lock:
+            binding = self._bindings.pop() if self._bindings else IOBinding(self)
+        try:
+            for arg in self._inputs:
+                binding.bind_cpu_input(arg.name, input_feed[arg.name])
+            binding._run(run_options, self._timeout(run_options))
+            results = binding._arrays(self._outputs, copy=True)
+        except BaseException:
+            binding.clear_binding_inputs()
+            binding.clear_binding_outputs()
+            raise
+        with self._bindings_lock:
+            self._bindings.append(binding)
+        return results
+
     def close(self) -> None:
+        with self._bindings_lock:
+            bindings = [*self._bindings, *self._every_binding]
+            self._bindings = []
+        for binding in bindings:
+            binding.clear_binding_inputs()
+            binding.clear_binding_outputs()
         if self._executor is not None:
             self._executor.close()
             self._executor = None
@@ -271,6 +450,230 @@ class InferenceSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _fed(arg: NodeArg, value: Any) -> np.ndarray:
+    """An input as the device takes it: a rank-0 ONNX input is computed as [1]."""
+    array = np.asarray(value)
+    return array.reshape(1) if not arg.shape and array.ndim == 0 else array
+
+
+_HDI_TYPE = {dtype: hdi for hdi, dtype in DATA_TYPES.values() if dtype is not None}
+
+
+class SharedTensor:
+    """A bound output, as onnxruntime's OrtValue shows one: over the shared pages."""
+
+    def __init__(self, array: np.ndarray, binding: IOBinding) -> None:
+        self._array = array
+        self._binding = binding  # its memory stays mapped while this is held
+
+    def numpy(self) -> np.ndarray:
+        """The tensor's data in place (no copy), valid until the next run or clear."""
+        return self._array
+
+    def shape(self) -> list[int]:
+        return list(self._array.shape)
+
+    def data_type(self) -> str:
+        return _type_name(self._array.dtype)
+
+    def element_type(self) -> type:
+        return self._array.dtype.type
+
+    def device_name(self) -> str:
+        return "cpu"  # host memory, shared with the driver
+
+    def is_tensor(self) -> bool:
+        return True
+
+    def has_value(self) -> bool:
+        return True
+
+
+class IOBinding:
+    """onnxruntime's IOBinding over nnrt's shared memory (see the module docstring): one
+    tensor per bound name, in the session's driver session, reused from run to run."""
+
+    def __init__(self, session: InferenceSession) -> None:
+        self._session = session
+        self._lock = threading.RLock()
+        self._inputs: dict[str, Binding] = {}
+        self._outputs: dict[str, Binding] = {}
+        self._bound_outputs: list[str] = []  # those the caller bound, in that order
+        self._shapes: dict[str, tuple[int, ...]] = {}  # each output's, from the last run
+
+    # -- what the model takes -------------------------------------------------------------
+
+    def _io(self, name: str, output: bool) -> tuple[NodeArg, Any]:
+        """The session's NodeArg and the executor's tensor description of `name`."""
+        args = self._session._outputs if output else self._session._inputs
+        ios = self._session._live_executor().outputs if output else \
+            self._session._live_executor().inputs
+        for arg, io in zip(args, ios):
+            if arg.name == name:
+                return arg, io
+        raise ValueError(f"no {'output' if output else 'input'} named {name!r} (the model's: "
+                         f"{[a.name for a in args]})")
+
+    def _binding(self, old: Binding | None, io: Any, shape: Sequence[int],
+                 output: bool) -> Binding:
+        """`old` reshaped when its memory holds `shape`, else a fresh tensor in the
+        session's driver session (`old` released)."""
+        need = max(1, math.prod(shape) * io.dtype.itemsize)
+        length = None if output else need
+        if old is not None:
+            if not old.memory.closed and old.memory.size >= need:
+                old.dims, old.length, old.shape = list(shape), length, None
+                old.forget()
+                return old
+            _release(old)
+        handle = self._session._live_executor().handle
+        try:
+            client, _ = handle.session()
+        except DriverGone as exc:
+            raise ConnectionLost(f"{handle.device.name}: {exc}") from None
+        memory = allocate(client, need, handle.device.name)
+        return Binding(memory, io.name, _HDI_TYPE[io.dtype], list(shape), hdi_format(io.format),
+                       length)
+
+    # -- onnxruntime's API ----------------------------------------------------------------
+
+    def bind_cpu_input(self, name: str, arr_on_cpu: Any) -> None:
+        """Copy `arr_on_cpu` into the input's shared tensor, once: every run reads it there."""
+        arg, io = self._io(name, output=False)
+        array = _fed(arg, arr_on_cpu)
+        fixed = [d for d in io.shape]
+        if array.ndim != len(fixed) or any(0 <= d != n for d, n in zip(fixed, array.shape)):
+            raise ValueError(f"input {name!r}: shape {array.shape}, the model takes "
+                             f"{tuple(None if d < 0 else d for d in fixed)}")
+        if not np.can_cast(array.dtype, io.dtype, "same_kind"):
+            raise ValueError(f"input {name!r}: {array.dtype} cannot become {io.dtype}")
+        with self._lock:
+            binding = self._binding(self._inputs.get(name), io, array.shape, output=False)
+            self._inputs[name] = binding
+            np.copyto(binding.memory.array(io.dtype, array.shape), array, casting="same_kind")
+
+    def input_array(self, name: str) -> np.ndarray:
+        """A bound input's tensor in place (nnrt's): write the next run's data into it."""
+        _, io = self._io(name, output=False)
+        with self._lock:
+            binding = self._inputs.get(name)
+            if binding is None:
+                raise ValueError(f"input {name!r} is not bound (bind_cpu_input first)")
+            return binding.memory.array(io.dtype, binding.dims)
+
+    def bind_output(self, name: str, device_type: str = "cpu", device_id: int = 0,
+                    element_type: Any = None, shape: Sequence[int] | None = None,
+                    buffer_ptr: int | None = None) -> None:
+        """Give the output a shared tensor (of `shape`, else the model's, a dynamic
+        dimension 1 until a run says more); its result is in get_outputs() after a run."""
+        arg, io = self._io(name, output=True)
+        if device_type.lower() != "cpu" or device_id != 0:
+            raise ValueError(f"output {name!r}: nnrt binds host memory the driver maps "
+                             f"(device_type 'cpu', device_id 0), not {device_type}:{device_id}")
+        if buffer_ptr is not None:
+            raise ValueError(f"output {name!r}: nnrt allocates the shared memory itself; "
+                             f"bind without buffer_ptr")
+        if element_type is not None and np.dtype(element_type) != io.dtype:
+            raise ValueError(f"output {name!r} is {io.dtype}, not {np.dtype(element_type)}")
+        dims = list(shape) if shape is not None else [d if d >= 0 else 1 for d in io.shape]
+        with self._lock:
+            self._outputs[name] = self._binding(self._outputs.get(name), io, dims, output=True)
+            if name not in self._bound_outputs:
+                self._bound_outputs.append(name)
+
+    def get_outputs(self) -> list[SharedTensor]:
+        """The bound outputs of the last run, over the shared pages (no copy)."""
+        with self._lock:
+            args = [self._io(name, output=True)[0] for name in self._bound_outputs]
+            return [SharedTensor(a, self) for a in self._arrays(args, copy=False)]
+
+    def copy_outputs_to_cpu(self) -> list[np.ndarray]:
+        """The bound outputs of the last run, copied."""
+        with self._lock:
+            args = [self._io(name, output=True)[0] for name in self._bound_outputs]
+            return self._arrays(args, copy=True)
+
+    def get_outputs_names(self) -> list[str]:
+        return list(self._bound_outputs)
+
+    def synchronize_inputs(self) -> None:
+        """Nothing to wait for: the device reads the same pages the application wrote."""
+
+    def synchronize_outputs(self) -> None:
+        """Nothing to wait for: a run returns once the device has written the outputs."""
+
+    def clear_binding_inputs(self) -> None:
+        with self._lock:
+            inputs, self._inputs = list(self._inputs.values()), {}
+        for binding in inputs:
+            _release(binding)
+
+    def clear_binding_outputs(self) -> None:
+        with self._lock:
+            outputs, self._outputs = list(self._outputs.values()), {}
+            self._bound_outputs, self._shapes = [], {}
+        for binding in outputs:
+            _release(binding)
+
+    # -- running --------------------------------------------------------------------------
+
+    def _arrays(self, args: Sequence[NodeArg], copy: bool) -> list[np.ndarray]:
+        arrays = []
+        for arg in args:
+            if arg.name not in self._shapes:
+                raise ValueError(f"output {arg.name!r}: no run since it was bound")
+            _, io = self._io(arg.name, output=True)
+            array = self._outputs[arg.name].memory.array(io.dtype, self._shapes[arg.name])
+            if not arg.shape and array.size == 1:  # a rank-0 ONNX output, computed as [1]
+                array = array.reshape(())
+            arrays.append(array.copy() if copy else array)
+        return arrays
+
+    def _run(self, run_options: RunOptions | None, timeout: float) -> None:
+        executor = self._session._live_executor()
+        ticket = run_options._begin() if run_options is not None else None
+        try:
+            with self._lock:
+                missing = [a.name for a in self._session._inputs if a.name not in self._inputs]
+                if missing:
+                    raise ValueError(f"inputs not bound: {missing} (bind_cpu_input)")
+                for arg, io in zip(self._session._outputs, executor.outputs):
+                    if arg.name not in self._outputs:  # the device writes every output
+                        self.bind_output(arg.name)
+                        self._bound_outputs.remove(arg.name)
+                inputs = [self._inputs[a.name] for a in self._session._inputs]
+                outputs = [self._outputs[a.name] for a in self._session._outputs]
+                handle = executor.handle
+                try:
+                    shapes = execution.run(handle, inputs, outputs, timeout, describe_binding,
+                                           ticket)
+                except OutputsTooSmall as exc:  # sized to the driver's shapes, run again
+                    for arg, io, dims in zip(self._session._outputs, executor.outputs,
+                                             exc.shapes):
+                        self._outputs[arg.name] = self._binding(self._outputs[arg.name], io,
+                                                                dims, output=True)
+                    outputs = [self._outputs[a.name] for a in self._session._outputs]
+                    shapes = execution.run(handle, inputs, outputs, timeout, describe_binding,
+                                           ticket)
+                self._shapes = {a.name: tuple(s) for a, s in zip(self._session._outputs,
+                                                                 shapes)}
+        finally:
+            if ticket is not None:
+                run_options._end(ticket)
+
+    def __del__(self) -> None:
+        """Dropped without a clear: unmap here (no call to the driver from a collector,
+        which may run on any thread at any moment); the driver frees the buffers when the
+        session closes or the process ends."""
+        for binding in (*self._inputs.values(), *self._outputs.values()):
+            binding.memory.close()
+
+
+def _release(binding: Binding) -> None:
+    """Unmap a tensor's memory and give it back to every driver session that knows it."""
+    release_memory(binding.memory.client, binding.memory)
 
 
 def _type_name(dtype: np.dtype) -> str:
