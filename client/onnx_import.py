@@ -428,6 +428,12 @@ class _Importer:
                                   f"from constants and static shapes)", node)
         return v.const
 
+    def run_time_shape(self, out: str, shape: Sequence[int]) -> None:
+        """`out`'s shape where a parameter fed at run time decides it: -1 in the dimensions
+        the parameter sets (never the shape the graph declares: the device works it out at
+        each run)."""
+        self.shapes[out] = tuple(int(d) for d in shape)
+
     def sole_consumer(self, name: str) -> Any | None:
         users = self.consumers.get(name, [])
         if name in self.outputs or len(users) != 1 or id(users[0]) in self.skip:
@@ -1972,6 +1978,16 @@ def _squeeze(im: _Importer, node: Any, a: _Attrs) -> None:
 @_handles("Unsqueeze")
 def _unsqueeze(im: _Importer, node: Any, a: _Attrs) -> None:
     x = im.need(node, 0)
+    axes_v = im.need(node, 1) if len(node.input) > 1 else None
+    if axes_v is not None and axes_v.const is None:
+        # one axis fed at run time: OH_NN's ExpandDims reads it at each run (negative
+        # counting from the end of the output, as ONNX's)
+        if axes_v.shape != (1,):
+            raise OnnxImportError(f"run-time axes of shape {list(axes_v.shape)} (one axis is "
+                                  f"read at run time; several must be constants)", node)
+        im.run_time_shape(node.output[0], (-1,) * (len(x.shape) + 1))
+        im.op(node, "EXPAND_DIMS", [im.view(x), im.view(axes_v)], node.output[0], None)
+        return
     given = im.const(node, 1, "axes")
     out_shape = im.shape(node.output[0], node)
     rank = len(out_shape)
@@ -2119,7 +2135,11 @@ def _pad(im: _Importer, node: Any, a: _Attrs) -> None:
 @_handles("Expand")
 def _expand(im: _Importer, node: Any, a: _Attrs) -> None:
     x = im.need(node, 0)
-    target = im.const(node, 1, "shape")
+    shape_v = im.need(node, 1)
+    if shape_v.const is None:
+        raise OnnxImportError("shape (input 1) must be a constant: OH_NN's BroadcastTo takes "
+                              "its shape as a parameter, not a tensor", node)
+    target = shape_v.const
     out_shape = im.shape(node.output[0], node)
     if any(d < 0 for d in out_shape) and -1 not in x.shape:
         # inference lost the shape (a function body's): the broadcast itself tells it
@@ -2139,9 +2159,16 @@ def _expand(im: _Importer, node: Any, a: _Attrs) -> None:
 @_handles("Tile")
 def _tile(im: _Importer, node: Any, a: _Attrs) -> None:
     x = im.need(node, 0)
-    reps = im.const(node, 1, "repeats")
-    im.op(node, "TILE", [im.view(x), np.asarray(reps, np.int64).reshape(-1)], node.output[0],
-          None)
+    reps = im.need(node, 1)
+    if reps.const is not None:
+        im.op(node, "TILE", [im.view(x), np.asarray(reps.const, np.int64).reshape(-1)],
+              node.output[0], None)
+        return
+    # repeats fed at run time: OH_NN's Tile reads its multiples at each run
+    if reps.shape != (len(x.shape),):
+        raise OnnxImportError(f"repeats of shape {list(reps.shape)}, not [{len(x.shape)}]", node)
+    im.run_time_shape(node.output[0], (-1,) * len(x.shape))
+    im.op(node, "TILE", [im.view(x), im.view(reps)], node.output[0], None)
 
 
 from nnrt.client import onnx_ops  # noqa: E402,F401 - registers the operators mapped there

@@ -182,10 +182,8 @@ EXPECTED_REFUSALS: list[Refusal] = [
     Refusal('ConvTranspose', None, _NOT_YET),
     Refusal('Cosh', None, _NO_FORM),
     Refusal('CumProd', None, _NOT_YET),
-    Refusal('CumSum', None, _NOT_YET),
     Refusal('DFT', None, _NO_FORM),
     Refusal('DeformConv', None, _NO_FORM),
-    Refusal('DepthToSpace', None, _NOT_YET),
     Refusal('DequantizeLinear', None, 'scale and zero point must be constants (OH_NN quantisation parameters are fixed)'),
     Refusal('Det', None, _NO_FORM),
     Refusal('Dropout', 'test_(dropout_default_mask|dropout_default_mask_ratio)',
@@ -357,7 +355,6 @@ EXPECTED_REFUSALS: list[Refusal] = [
     Refusal('SoftmaxCrossEntropyLoss', None, _TRAINING),
     Refusal('SoftmaxCrossEntropyLoss, expanded', None,
             "expanded into the shape of 'SoftmaxCrossEntropyLoss_test_sce_none_expanded_function_X_Log' is unknown (shape inference could not work ; the shape of 'SoftmaxCrossEntropyLoss_test_sce_none_log_prob_expanded_function_X_Log' is unknown (shape inference could "),
-    Refusal('SpaceToDepth', None, _NOT_YET),
     Refusal('Split', 'test_(split_variable_parts_1d_opset13|split_variable_parts_1d_opset18|split_variable_parts_2d_opset13|split_variable_parts_2d_opset18|split_variable_parts_default_axis_opset13|split_variable_parts_default_axis_opset18)',
             'split (input 1) must be a constant (or computable from constants and static shapes)'),
     Refusal('Split', 'test_(split_zero_size_splits_opset13|split_zero_size_splits_opset18)',
@@ -371,17 +368,15 @@ EXPECTED_REFUSALS: list[Refusal] = [
     Refusal('Tan', None, _NOT_YET),
     Refusal('TensorScatter', None, _NO_FORM),
     Refusal('TfIdfVectorizer', None, _STRINGS),
-    Refusal('Tile', None, 'repeats (input 1) must be a constant (or computable from constants and static shapes)'),
     Refusal('TopK', None, _NOT_YET),
     Refusal('TreeEnsemble', None, _DOMAIN),
-    Refusal('Trilu', 'test_(tril_neg|tril_out_neg|tril_out_pos|tril_pos|tril_square_neg|triu_neg|triu_one_row|triu_out_neg_out|triu_out_pos|triu_pos|triu_square_neg)',
-            'k (input 1) must be a constant (or computable from constants and static shapes)'),
     Refusal('Trilu', 'test_(triu_zero)',
             "input 'x' of shape [0, 5]: an empty tensor (a dimension of size 0) has no OH_NN form"),
     Refusal('Trilu', 'test_(tril_zero)',
             "input 'x' of shape [3, 0, 5]: an empty tensor (a dimension of size 0) has no OH_NN form"),
     Refusal('Unique', None, _NO_FORM),
-    Refusal('Unsqueeze', None, 'axes (input 1) must be a constant (or computable from constants and static shapes)'),
+    Refusal('Unsqueeze', 'test_(unsqueeze_two_axes|unsqueeze_three_axes|unsqueeze_unsorted_axes)',
+            'several axes fed at run time (OH_NN ExpandDims reads one axis at run time; several must be constants)'),
     Refusal('Upsample', None, 'scales (input 2) must be a constant (or computable from constants and static shapes)'),
 ]
 
@@ -399,8 +394,6 @@ CONSTANT_PARAMETERS: dict[str, str] = {
     "Range": "start, limit and delta",
     "Slice": "starts, ends, axes and steps",
     "Squeeze": "axes",
-    "Tile": "repeats",
-    "Unsqueeze": "axes",
 }
 
 # Operators mapped whose every node test feeds what no OH_NN tensor holds: CastLike's tests

@@ -7,5 +7,5 @@ type); anything outside that raises OnnxImportError naming the node and why.
 
 Importing this package registers them (client/onnx_import.py does, at its end)."""
 
-from . import (activations, arithmetic, conversions, normalization, reductions,  # noqa: F401
-               selection)
+from . import (activations, arithmetic, conversions, normalization, rearrange,  # noqa: F401
+               reductions, scans, selection)

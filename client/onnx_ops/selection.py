@@ -1,5 +1,6 @@
 """Selections: ArgMax / ArgMin (OH_NN ArgMax; ArgMin as the ArgMax of -x, exact for floats
-and signed integers, first index on ties as ONNX's default), Trilu (a constant mask: Where),
+and signed integers, first index on ties as ONNX's default), Trilu (a constant mask: Where;
+k fed at run time: the mask is a comparison of the column - row offsets with k),
 Hardmax (1 at the first maximum along an axis: ArgMax, then a comparison with the axis'
 positions)."""
 
@@ -60,15 +61,25 @@ def _hardmax(im: _Importer, node: Any, a: _Attrs) -> None:
 @_handles("Trilu")
 def _trilu(im: _Importer, node: Any, a: _Attrs) -> None:
     x = im.need(node, 0)
-    k = im.const(node, 1, "k")
-    k = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
     shape = tuple(x.shape)
     if len(shape) < 2 or shape[-1] < 0 or shape[-2] < 0:
         raise OnnxImportError("Trilu needs static sizes of the last two dimensions", node)
     rows, cols = shape[-2], shape[-1]
     upper = int(a.get("upper", 1))
-    keep = np.triu(np.ones((rows, cols), bool), k) if upper else \
-        np.tril(np.ones((rows, cols), bool), k)
+    lead = (1,) * (len(shape) - 2)
+    given = im.get(node, 1)
+    if given is None or given.const is not None:
+        k = 0 if given is None else int(np.asarray(given.const).reshape(-1)[0])
+        keep = np.triu(np.ones((rows, cols), bool), k) if upper else \
+            np.tril(np.ones((rows, cols), bool), k)
+        mask: Any = keep.reshape(lead + keep.shape)
+    else:  # k fed at run time: kept where column - row >= k (upper) or <= k (lower)
+        if given.dtype != np.int64 or given.shape not in ((), (1,)):
+            raise OnnxImportError(f"k of type {given.dtype} and shape {list(given.shape)} (an "
+                                  f"int64 scalar)", node)
+        offsets = (np.arange(cols, dtype=np.int64)[None, :] -
+                   np.arange(rows, dtype=np.int64)[:, None]).reshape(lead + (rows, cols))
+        mask = im.m.op("GREATER_EQUAL" if upper else "LESS_EQUAL", offsets, im.view(given),
+                       shape=lead + (rows, cols), dtype=np.bool_)
     zeros = im.m.constant(np.zeros((1,) * len(shape), x.dtype))
-    im.op(node, "WHERE", [keep.reshape((1,) * (len(shape) - 2) + keep.shape), im.view(x), zeros],
-          node.output[0], None)
+    im.op(node, "WHERE", [mask, im.view(x), zeros], node.output[0], None)
