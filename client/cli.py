@@ -199,6 +199,8 @@ def _logging_options(parser: argparse.ArgumentParser, *, top: bool = False,
 
 def _epilog() -> str:
     from nnrt.client.commands.common import EXIT_CODES
+    from nnrt.client.core.driver import DEFAULT_SPIN_US, SPIN_ENV
+    from nnrt.client.core.embedded import DEFAULT_WAIT, WAIT_ENV
 
     lines = ["exit codes (the same for every command):"]
     for code, meaning in EXIT_CODES.items():
@@ -206,7 +208,14 @@ def _epilog() -> str:
                                subsequent_indent=" " * 7)
     lines += [""] + textwrap.wrap(
         f"environment: NNRT_RUNTIME_DIR, where the drivers' sockets are ({RUNTIME_DIR_DEFAULT}); "
-        "NNRT_NO_EMBEDDED=1: never start an embedded CPU driver when none runs.", 78)
+        "NNRT_NO_EMBEDDED=1: never start an embedded CPU driver when none runs; "
+        f"{WAIT_ENV}: seconds to wait for a driver or device manager that is starting in the "
+        f"runtime dir before using it (default {DEFAULT_WAIT:g}); {SPIN_ENV}: how long a run "
+        f"the driver answers at once polls for its reply, 0-10000 us (default "
+        f"{DEFAULT_SPIN_US}).", 78)
+    lines += [""] + textwrap.wrap(
+        "durations (--timeout, --interval, --seconds) are seconds, or a number with a unit: "
+        "200ms, 1.5s, 2m.", 78)
     return "\n".join(lines)
 
 

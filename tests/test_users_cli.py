@@ -120,3 +120,18 @@ def test_py_typed_is_shipped_with_the_client():
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"]
     assert "py.typed" in package_data["nnrt.client"]
+
+
+def test_help_lists_the_environment_with_its_defaults(capsys):
+    from nnrt.client.core.driver import DEFAULT_SPIN_US
+    from nnrt.client.core.embedded import DEFAULT_WAIT
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--help"])
+    assert info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # the epilog is wrapped
+    for name in ("NNRT_RUNTIME_DIR", "NNRT_NO_EMBEDDED", "NNRT_EMBEDDED_WAIT",
+                 "NNRT_CLIENT_SPIN_US"):
+        assert name in text
+    assert f"(default {DEFAULT_WAIT:g})" in text and f"(default {DEFAULT_SPIN_US})" in text
+    assert "200ms" in text
