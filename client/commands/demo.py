@@ -49,6 +49,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -414,8 +415,9 @@ class RecoveryDemo:
                 if time.monotonic() - killed > SCENARIO_TIMEOUT:
                     raise DemoFailed(f"[{name} / {signal_name}] did not settle within "
                                      f"{SCENARIO_TIMEOUT:g} s")
-                now = time.monotonic()
                 entry = self.status().get(LIVE)
+                now = time.monotonic()  # after the answer: the device manager's figures are
+                # bounds from above (a poll's round trip at most late), never early
                 if entry is not None:
                     if result.noticed_ms is None and (entry["pid"] != pid
                                                       or entry["state"] != "ready"):
@@ -536,13 +538,13 @@ def run_recovery(clients: int, timeout: float, say: Callable[[str], None]) -> di
             and totals["wrong"] == 0}
 
 
-LEGEND = f"""
-in ms from the signal: NOTICED, the death seen (by the device manager, or a client's failed
-run); BACK, the device manager reports {LIVE} ready under a new pid (HOW: a new process, or the
-warm spare taking over; failover: the runs went on on {SPARE} meanwhile); FIRST GOOD RUN, the
-first successful run that started after the signal. RETRIED: runs that succeeded after a
-failed attempt; LOST: runs that never succeeded (deadline {RUN_DEADLINE:g} s); WRONG: results
-off numpy's.""".rstrip()
+LEGEND = "\n" + textwrap.fill(
+    f"in ms from the signal: NOTICED, the death seen (by the device manager, or a client's "
+    f"failed run); BACK, the device manager reports {LIVE} ready under a new pid (HOW: a new "
+    f"process, or the warm spare taking over; failover: the runs went on on {SPARE} "
+    f"meanwhile); FIRST GOOD RUN, the first successful run that started after the signal. "
+    f"RETRIED: runs that succeeded after a failed attempt; LOST: runs that never succeeded "
+    f"(deadline {RUN_DEADLINE:g} s); WRONG: results off numpy's.", 96)
 
 
 def summary_table(report: dict) -> str:
