@@ -320,6 +320,11 @@ _REFUSED = {
 }
 
 
+# operators evaluated at import only (no OH_NN operation of their own): what must be constant
+_FOLDED_ONLY = {"ConstantOfShape": "the shape (input 0)",
+                "Range": "start, limit and delta"}
+
+
 class _Importer:
     def __init__(self, proto: Any, input_shapes: Mapping[str, Sequence[int | None]] | None,
                  name_outputs: bool = True) -> None:
@@ -757,6 +762,10 @@ class _Importer:
         if self.fold(node, attrs):
             return
         handler = _HANDLERS.get(node.op_type)
+        if handler is None and node.op_type in _FOLDED_ONLY:
+            raise OnnxImportError(f"{_FOLDED_ONLY[node.op_type]} must be constants (or "
+                                  f"computable from constants and static shapes): it is "
+                                  f"evaluated at import", node)
         if handler is None:
             raise OnnxImportError(f"operator {node.op_type} is not supported by the nnrt "
                                   f"importer (see SUPPORTED_OPERATORS)", node)

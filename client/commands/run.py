@@ -246,6 +246,8 @@ def check_inputs(lowered: LoweredModel, arrays: Sequence[np.ndarray],
         if array.dtype != dtype:
             raise CommandError(EXIT_USAGE, f"{what}: data type {array.dtype}, the model wants "
                                            f"{dtype}")
+        if array.ndim == 0 and list(desc.shape) in ([1], [-1]):
+            array = array.reshape(1)  # an ONNX scalar input is a [1] tensor of the model
         want = model_file.shape_text(desc.shape)
         got = model_file.shape_text(list(array.shape))
         if array.ndim != len(desc.shape):
