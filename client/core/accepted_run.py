@@ -73,6 +73,14 @@ class AcceptedRun:
         self.claimed()
         return True
 
+    def time_left(self) -> float | None:
+        """Seconds left before the deadline for a run still undecided; None when it is
+        decided, or late (the deadline thread completes it)."""
+        if self.done:
+            return None
+        remaining = self.deadline - time.monotonic()
+        return remaining if remaining > 0 else None
+
     def claimed(self) -> None:
         """What a run does once its outcome is decided (nothing here)."""
 

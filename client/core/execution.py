@@ -272,11 +272,9 @@ class AsyncRun(AcceptedRun):
 
     def execute(self) -> None:
         """On a worker thread: the driver call, then completion unless already decided."""
-        if self.done:
+        remaining = self.time_left()
+        if remaining is None:
             return
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            return  # the deadline thread completes it
         try:
             reply = self.client.run(self.model_id, self.ios_in, self.ios_out, timeout=remaining,
                                     ticket=self.ticket)

@@ -872,11 +872,9 @@ class HeteroAsyncRun(AcceptedRun):
         notify(self.on_died, "NN_OnServiceDied", self.user_data)
 
     def execute(self) -> None:
-        if self.done:
+        remaining = self.time_left()
+        if remaining is None:
             return
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            return  # the deadline thread completes it
         try:
             self.runner.run(self.executor, self.inputs, self.outputs, remaining, self.describe,
                             self.ticket, on_died=self._service_died)
