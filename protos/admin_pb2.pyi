@@ -8,20 +8,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SessionStatus(_message.Message):
-    __slots__ = ("sessionId", "peerPid", "buffers", "bufferBytes", "preparedModels", "peerUid")
+    __slots__ = ("sessionId", "peerPid", "buffers", "bufferBytes", "preparedModels", "peerUid", "preparedModelNames")
     SESSIONID_FIELD_NUMBER: _ClassVar[int]
     PEERPID_FIELD_NUMBER: _ClassVar[int]
     BUFFERS_FIELD_NUMBER: _ClassVar[int]
     BUFFERBYTES_FIELD_NUMBER: _ClassVar[int]
     PREPAREDMODELS_FIELD_NUMBER: _ClassVar[int]
     PEERUID_FIELD_NUMBER: _ClassVar[int]
+    PREPAREDMODELNAMES_FIELD_NUMBER: _ClassVar[int]
     sessionId: int
     peerPid: int
     buffers: int
     bufferBytes: int
     preparedModels: int
     peerUid: int
-    def __init__(self, sessionId: _Optional[int] = ..., peerPid: _Optional[int] = ..., buffers: _Optional[int] = ..., bufferBytes: _Optional[int] = ..., preparedModels: _Optional[int] = ..., peerUid: _Optional[int] = ...) -> None: ...
+    preparedModelNames: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, sessionId: _Optional[int] = ..., peerPid: _Optional[int] = ..., buffers: _Optional[int] = ..., bufferBytes: _Optional[int] = ..., preparedModels: _Optional[int] = ..., peerUid: _Optional[int] = ..., preparedModelNames: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UidStatus(_message.Message):
     __slots__ = ("uid", "sessions", "sharedMemoryBytes")

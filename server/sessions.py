@@ -143,6 +143,10 @@ class Session:
     def prepared_count(self) -> int:
         return len(self._prepared)
 
+    def prepared_names(self) -> list[str]:
+        """Its prepared models' names, in the order they were prepared."""
+        return [entry.name for entry in list(self._prepared.values())]
+
     def _close_entry(self, entry: PreparedEntry) -> None:
         for buffer_id in entry.cache:
             try:

@@ -22,7 +22,8 @@ DRIVER_KEYS = {"name", "kind", "managed", "pid", "state", "health", "restarts", 
                "reason", "uptime_seconds", "device_status", "in_flight_runs", "runs",
                "sessions", "memory_bytes", "fault_injection", "standby", "takeovers",
                "budgets", "run_queue"}
-SESSION_KEYS = {"session_id", "peer_pid", "buffers", "buffer_bytes", "prepared_models"}
+SESSION_KEYS = {"session_id", "peer_pid", "buffers", "buffer_bytes", "prepared_models",
+                "prepared_model_names"}
 DEVMGR_KEYS = {"pid", "uptime", "state", "config", "runtime_dir", "status"}
 
 

@@ -160,6 +160,14 @@ def test_status_shows_what_each_driver_holds_of_a_model_over_several_devices(
         status = json.loads(capsys.readouterr().out)
         ours = [c for c in status["clients"] if c["pid"] == os.getpid()]
         assert ours == [{"pid": os.getpid(), "prepared_models": {"gpu": 2, "cpu": 1}}]
+        # each driver names the partitions it holds (sub-models "<model>:<step>")
+        names = {d["name"]: sorted(n for s in d["sessions"] if s["peer_pid"] == os.getpid()
+                                   for n in s["prepared_model_names"])
+                 for d in status["drivers"] if d["name"] in ("gpu", "cpu")}
+        assert len(names["gpu"]) == 2 and len(names["cpu"]) == 1, names
+        assert {n.rsplit(":", 1)[1] for n in names["gpu"]} == {"0", "2"}, names
+        assert {n.rsplit(":", 1)[1] for n in names["cpu"]} == {"1"}, names
+        assert len({n.rsplit(":", 1)[0] for n in names["gpu"] + names["cpu"]}) == 1, names
         assert cli.main(["status", "--runtime-dir", str(runtime), "--wide"]) == 0
         out = capsys.readouterr().out
         header, *rows = out.splitlines()[3:6]

@@ -108,7 +108,8 @@ def collect(directory, devmgr: dict | None) -> list[dict]:
         sessions = None
         if admin is not None:
             sessions = [{"session_id": s.sessionId, "peer_pid": s.peerPid, "buffers": s.buffers,
-                         "buffer_bytes": s.bufferBytes, "prepared_models": s.preparedModels}
+                         "buffer_bytes": s.bufferBytes, "prepared_models": s.preparedModels,
+                         "prepared_model_names": list(s.preparedModelNames)}
                         for s in admin.sessions]
         drivers.append({
             "name": name,
@@ -272,7 +273,9 @@ def _notes(drivers: list[dict], wide: bool) -> list[str]:
                 f"  {d['name']} session {s['session_id']} (pid {s['peer_pid'] or '?'}): "
                 f"{s['buffers']} buffer{'s' if s['buffers'] != 1 else ''}, "
                 f"{format_bytes(s['buffer_bytes'])}, "
-                f"{models} prepared model{'s' if models != 1 else ''}")
+                f"{models} prepared model{'s' if models != 1 else ''}"
+                + (f" ({', '.join(s['prepared_model_names'])})" if s["prepared_model_names"]
+                   else ""))
     notes.extend(format_client(c) for c in clients(drivers) if len(c["prepared_models"]) > 1)
     return notes
 
