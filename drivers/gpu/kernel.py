@@ -41,6 +41,7 @@ from nnrt.common.errors import DriverError
 from nnrt.server.graph import NodeSpec, Shape
 
 GPU_OPS: dict[int, type[GpuOp]] = {}
+QUANT_OPS: dict[int, type[GpuOp]] = {}  # the integer kernels of QUANT_TYPE_ALL nodes
 CL_DIR = Path(__file__).with_name("cl")
 FLOAT32 = np.dtype(np.float32)
 FLOAT16 = np.dtype(np.float16)
@@ -233,6 +234,7 @@ class GpuOp(ABC):
 
 
 register = registrar(GPU_OPS)  # @register(NODE_TYPE_...) on each GpuOp class
+register_quantised = registrar(QUANT_OPS)  # ... on each integer kernel of a quantised node
 
 
 def node_type_name(node_type: int) -> str:
@@ -264,12 +266,20 @@ def create_op(node: NodeSpec) -> GpuOp:
     from . import ops  # noqa: F401  (importing ops registers every op)
     from ..reference import reference_kernel
 
+    from .ops.op_quantized import plain_movement
+
     ref = reference_kernel(node)
-    cls = GPU_OPS.get(node.node_type)
-    if cls is None:
-        raise unsupported(node, f"{node_type_name(node.node_type)} has no GPU kernel")
+    ops = GPU_OPS
     if node.quant_type == ht.QUANT_TYPE_ALL:
-        raise unsupported(node, "quantised nodes are not computed by the GPU driver")
+        plain = plain_movement(node)
+        if plain is None:
+            ops = QUANT_OPS
+        else:  # it moves bytes that keep their parameters: the plain op computes it
+            node, ref = plain, reference_kernel(plain)
+    cls = ops.get(node.node_type)
+    if cls is None:
+        raise unsupported(node, f"{'quantised ' if ops is QUANT_OPS else ''}"
+                                f"{node_type_name(node.node_type)} has no GPU kernel")
     op = cls(node, ref)
     op.half = any(t.dtype == FLOAT16 for t in (*node.inputs, *node.outputs))
     return op
