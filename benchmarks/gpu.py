@@ -8,11 +8,19 @@ Both drivers run as processes of their own in a private runtime directory, start
 the client is the Pythonic API (`nnrt.client.api`, on the C API). For each model and batch
 the outputs are compared first (allclose; float16 mode within 2e-2 of the output's scale),
 then rounds alternate between the three, and the median latency of every call is printed
-with the ratios CPU / GPU and GPU float32 / GPU float16.
+with the ratios CPU / GPU and GPU float32 / GPU float16. Then the int8 models of
+tests/ort/int8_models.py (an MLP, a ResNet-style and a MobileNet-style CNN, QUANT_TYPE_ALL
+with per-channel weights) at benchmark sizes, the CPU's numpy engine against the GPU's
+integer kernels, planned in this process (no IPC in either figure), with the largest
+difference between their outputs in quantisation steps: each node is within one step (the
+tests hold every kernel to that, and to an exact int64 reference), but a deep model's
+one-step differences propagate, so the numpy engine's float32 sums drift a few steps from
+the GPU's exact ones at these sizes.
 
     python benchmarks/gpu.py                          # --cl-device gpu: the first OpenCL GPU
     python benchmarks/gpu.py --cl-device any --batches 1 --calls 5   # PoCL: figures mean nothing
     python benchmarks/gpu.py --models resnet,encoder --batches 1,32
+    python benchmarks/gpu.py --int8-only --cl-device any   # the int8 table alone
 
 On PoCL (an OpenCL CPU device) the speed figures say nothing about a GPU; run it on a
 machine with one.
@@ -36,6 +44,7 @@ from nnrt.client import zoo
 from nnrt.client.api import Compiled
 from nnrt.client.core.driver import DriverClient, DriverGone
 from nnrt.common.runtime_dir import ENV as RUNTIME_ENV
+from tests.ort import int8_models
 
 # Sizes of the benchmark models (the zoo's defaults are test sizes).
 SIZES = {
@@ -136,6 +145,52 @@ def prepare_times(model_name: str, gpu: Driver) -> tuple[float, float]:
     return from_graph, time.perf_counter() - start
 
 
+# The int8 models (tests/ort/int8_models.py) at benchmark sizes, per batch.
+INT8_MODELS = {
+    "mlp": lambda batch: int8_models.mlp(batch=batch, width=512),
+    "resnet": lambda batch: int8_models.resnet(batch=batch, size=32, c=64),
+    "mobilenet": lambda batch: int8_models.mobilenet(batch=batch, size=48, c=64),
+}
+
+
+def int8_latencies(name: str, batch: int, cl_device: str, calls: int
+                   ) -> tuple[float, float, int]:
+    """Median latencies (s) of one int8 model, the CPU's numpy engine and the GPU's kernels,
+    and the largest difference of their outputs in steps."""
+    from nnrt.drivers.cpu.plan import ExecutionPlan
+    from nnrt.drivers.gpu.opencl import ClRuntime, choose_device
+    from nnrt.drivers.gpu.plan import GpuPlan
+
+    model = INT8_MODELS[name](batch)
+    runtime = ClRuntime(choose_device(cl_device))
+    cpu = ExecutionPlan(model.graph)
+    gpu = GpuPlan(model.graph, runtime, f"int8 {name}")
+    never = lambda: False  # noqa: E731
+    try:
+        want, got = cpu.run(model.inputs, never), gpu.run(model.inputs, never)
+        times = {"cpu": [], "gpu": []}
+        for _ in range(calls):
+            for device, plan in (("cpu", cpu), ("gpu", gpu)):
+                start = time.perf_counter()
+                plan.run(model.inputs, never)
+                times[device].append(time.perf_counter() - start)
+        return (statistics.median(times["cpu"]), statistics.median(times["gpu"]),
+                int8_models.steps_apart(got, want))
+    finally:
+        gpu.close()
+        runtime.close()
+
+
+def print_int8(args: argparse.Namespace, batches: list[int]) -> None:
+    print(f"\n{'int8 model':<10} {'batch':>5} {'cpu ms':>9} {'gpu int8 ms':>12} {'cpu/gpu':>8}"
+          f" {'steps':>6}   (in-process plans: the numpy engine, the GPU's integer kernels)")
+    for name in INT8_MODELS:
+        for batch in batches:
+            cpu_s, gpu_s, steps = int8_latencies(name, batch, args.cl_device, args.calls)
+            print(f"{name:<10} {batch:>5} {cpu_s * 1e3:>9.2f} {gpu_s * 1e3:>12.2f} "
+                  f"{cpu_s / gpu_s:>7.2f}x {steps:>6}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cl-device", default="gpu", help="the GPU driver's --cl-device")
@@ -143,9 +198,13 @@ def main() -> int:
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=10)
+    parser.add_argument("--int8-only", action="store_true", help="only the int8 table")
     args = parser.parse_args()
     names = args.models.split(",")
     batches = [int(b) for b in args.batches.split(",")]
+    if args.int8_only:
+        print_int8(args, batches)
+        return 0
     # The client logs each driver restart of the prepare measurement: expected here.
     logging.basicConfig(level=logging.ERROR)
     directory = Path(tempfile.mkdtemp(prefix="nnrt-bench-gpu-"))
@@ -175,6 +234,7 @@ def main() -> int:
             graph_s, cache_s = prepare_times(name, gpu)
             print(f"{name:<10} {graph_s * 1e3:>18.1f} {cache_s * 1e3:>9.1f} "
                   f"{graph_s / cache_s:>11.1f}x", flush=True)
+        print_int8(args, batches)
     finally:
         gpu.stop()
         cpu.stop()

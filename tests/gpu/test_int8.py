@@ -389,3 +389,33 @@ def test_refused_with_the_reason(node, reason: str) -> None:
     with pytest.raises(DriverError, match=reason) as info:
         create_op(node())
     assert info.value.code == ht.NNRT_UNSUPPORTED_OP
+
+
+# -- through the driver process ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def drivers(tmp_path_factory):
+    from tests.conftest import start_driver
+
+    runtime = tmp_path_factory.mktemp("int8") / "rt"
+    cpu = start_driver(runtime, "cpu")
+    gpu = start_driver(runtime, "gpu", "--cl-device", "any")
+    yield cpu, gpu
+    for driver in (gpu, cpu):
+        driver.stop()
+
+
+@pytest.mark.parametrize("make", [int8_cnn, int8_mlp], ids=lambda m: m.__name__)
+def test_int8_models_through_the_gpu_driver(drivers, make) -> None:
+    """A real GPU driver (PoCL) accepts every node of the int8 models and answers what the
+    CPU driver answers, within one step."""
+    from tests.helpers.hdi_models import run_int8
+
+    cpu_driver, gpu_driver = drivers
+    builder, x, shape = make()
+    with gpu_driver.client() as gpu, cpu_driver.client() as cpu:
+        with builder.packed(gpu) as model:
+            assert all(gpu.get_supported_operation(model).ops)
+        (got,) = run_int8(gpu, builder, x, shape)
+        (want,) = run_int8(cpu, builder, x, shape)
+    assert steps(got, want) <= 1
