@@ -1,6 +1,6 @@
 """`nnrt` behaves like its peers (issue 15): --version, -v/--log-level before or after the
 subcommand, Ctrl-C ends any command with 130 and one line, one exit code table shared by
-the commands, `nnrt --help` and the README, help texts that name only what a pip-installed
+the commands, `nnrt --help` and docs/operations.md, help texts that name only what a pip-installed
 user has, the embedded-driver notice said once, the demo's and Executor.run's deadlines;
 and nnrt-driver's log lines carry journald priorities when stderr is the journal."""
 
@@ -179,7 +179,7 @@ def test_ctrl_c_needs_no_command_of_its_own_to_say_one_line(monkeypatch, capsys)
 
 
 def readme_exit_codes() -> dict[int, str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "operations.md").read_text()  # the README links to its table
     section = text[text.index("### Exit codes"):]
     section = section[:section.index("\n#")]
     return {int(m.group(1)): m.group(2) for m in

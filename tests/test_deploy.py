@@ -42,7 +42,7 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
         pytest.skip("systemd-analyze is not installed (Debian: apt-get install systemd; "
                     ".ci/run installs it in CI)")
     # The shipped units, unchanged, name bare commands that systemd finds in /usr/local/bin
-    # or /usr/bin. This checkout's are in a venv: the README's drop-in for an installation
+    # or /usr/bin. This checkout's are in a venv: docs/operations.md's drop-in for an installation
     # elsewhere (`ExecStart=`, then the absolute command) points them there, as a user would.
     bin_dir = Path(sys.executable).parent
     assert (bin_dir / "nnrt").exists() and (bin_dir / "nnrt-driver").exists()
@@ -61,6 +61,15 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
     ours = [line for line in (done.stdout + done.stderr).splitlines()
             if "nnrt" in line or str(tmp_path) in line]
     assert done.returncode == 0 and ours == [], done.stdout + done.stderr
+
+
+def test_units_name_no_documentation_that_nothing_installs():
+    """`Documentation=` must lead somewhere on the machine: neither pip nor these units install
+    nnrt's docs, so a file:// path (once README.md under /usr/share/doc) would be a dead link in
+    `systemctl status`; a unit names none until a page has a public address."""
+    for name in (*UNITS, GPU_DROP_IN.relative_to(DEPLOY)):
+        for line in (DEPLOY / name).read_text().splitlines():
+            assert not line.startswith("Documentation="), (name, line)
 
 
 def test_devmgr_unit_is_a_notify_service_with_watchdog_and_hardening():

@@ -249,7 +249,7 @@ def _run_add(device_id: int, x: np.ndarray) -> np.ndarray:
 
 @pytest.fixture
 def two_cpu_drivers(runtime_dir):
-    """The README's example: two CPU drivers, `cpu` and `flaky`."""
+    """The configuration example of docs/operations.md: two CPU drivers, `cpu` and `flaky`."""
     drivers = {"cpu": start_driver(runtime_dir, name="cpu")}
     try:
         drivers["flaky"] = start_driver(runtime_dir, name="flaky")
