@@ -176,21 +176,61 @@ class GetInputDimRangesReply(_message.Message):
     def __init__(self, returnCode: _Optional[int] = ..., minInputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.UInt32Array, _Mapping]]] = ..., maxInputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.UInt32Array, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RunRequest(_message.Message):
-    __slots__ = ("preparedModelId", "inputs", "outputs")
+    __slots__ = ("preparedModelId", "inputs", "outputs", "profile")
     PREPAREDMODELID_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
     preparedModelId: int
     inputs: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.IOTensor]
     outputs: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.IOTensor]
-    def __init__(self, preparedModelId: _Optional[int] = ..., inputs: _Optional[_Iterable[_Union[_hdi_types_pb2.IOTensor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[_hdi_types_pb2.IOTensor, _Mapping]]] = ...) -> None: ...
+    profile: bool
+    def __init__(self, preparedModelId: _Optional[int] = ..., inputs: _Optional[_Iterable[_Union[_hdi_types_pb2.IOTensor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[_hdi_types_pb2.IOTensor, _Mapping]]] = ..., profile: _Optional[bool] = ...) -> None: ...
+
+class ProfileSpan(_message.Message):
+    __slots__ = ("name", "nodes", "startSeconds", "seconds", "simulatedSeconds", "hostSeconds", "deviceSeconds", "op")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    STARTSECONDS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SIMULATEDSECONDS_FIELD_NUMBER: _ClassVar[int]
+    HOSTSECONDS_FIELD_NUMBER: _ClassVar[int]
+    DEVICESECONDS_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    nodes: _containers.RepeatedScalarFieldContainer[int]
+    startSeconds: float
+    seconds: float
+    simulatedSeconds: float
+    hostSeconds: float
+    deviceSeconds: float
+    op: str
+    def __init__(self, name: _Optional[str] = ..., nodes: _Optional[_Iterable[int]] = ..., startSeconds: _Optional[float] = ..., seconds: _Optional[float] = ..., simulatedSeconds: _Optional[float] = ..., hostSeconds: _Optional[float] = ..., deviceSeconds: _Optional[float] = ..., op: _Optional[str] = ...) -> None: ...
+
+class RunProfile(_message.Message):
+    __slots__ = ("pid", "receivedSeconds", "computeStartSeconds", "computeEndSeconds", "repliedSeconds", "spans")
+    PID_FIELD_NUMBER: _ClassVar[int]
+    RECEIVEDSECONDS_FIELD_NUMBER: _ClassVar[int]
+    COMPUTESTARTSECONDS_FIELD_NUMBER: _ClassVar[int]
+    COMPUTEENDSECONDS_FIELD_NUMBER: _ClassVar[int]
+    REPLIEDSECONDS_FIELD_NUMBER: _ClassVar[int]
+    SPANS_FIELD_NUMBER: _ClassVar[int]
+    pid: int
+    receivedSeconds: float
+    computeStartSeconds: float
+    computeEndSeconds: float
+    repliedSeconds: float
+    spans: _containers.RepeatedCompositeFieldContainer[ProfileSpan]
+    def __init__(self, pid: _Optional[int] = ..., receivedSeconds: _Optional[float] = ..., computeStartSeconds: _Optional[float] = ..., computeEndSeconds: _Optional[float] = ..., repliedSeconds: _Optional[float] = ..., spans: _Optional[_Iterable[_Union[ProfileSpan, _Mapping]]] = ...) -> None: ...
 
 class RunReply(_message.Message):
-    __slots__ = ("returnCode", "outputDims", "reason")
+    __slots__ = ("returnCode", "outputDims", "reason", "profile")
     RETURNCODE_FIELD_NUMBER: _ClassVar[int]
     OUTPUTDIMS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
     returnCode: int
     outputDims: _containers.RepeatedCompositeFieldContainer[_hdi_types_pb2.Int32Array]
     reason: str
-    def __init__(self, returnCode: _Optional[int] = ..., outputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.Int32Array, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
+    profile: RunProfile
+    def __init__(self, returnCode: _Optional[int] = ..., outputDims: _Optional[_Iterable[_Union[_hdi_types_pb2.Int32Array, _Mapping]]] = ..., reason: _Optional[str] = ..., profile: _Optional[_Union[RunProfile, _Mapping]] = ...) -> None: ...

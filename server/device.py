@@ -52,6 +52,21 @@ class PrepareConfig:
     extensions: dict[str, bytes] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class StepTime:
+    """One step of a profiled run (RunRequest.profile; hdi.proto ProfileSpan): a node, or an
+    engine's segment of several. `start` is time.monotonic(), seconds are wall time."""
+
+    name: str
+    nodes: tuple[int, ...]
+    start: float
+    seconds: float
+    op: str = ""
+    simulated: float = 0.0  # the accelerator's cost model
+    host: float = 0.0  # the accelerator: the host's computation within `seconds`
+    device: float = 0.0  # the GPU: OpenCL profiling events
+
+
 class PreparedModel(ABC):
     """A model compiled for the device: planned once, then run many times, concurrently."""
 
@@ -76,6 +91,11 @@ class PreparedModel(ABC):
         The returned arrays must have the output tensors' dtypes; the host copies them into
         the client's buffers. Raise DriverError with the hdi.md code on failure.
         """
+
+    def run_profiled(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck,
+                     steps: list[StepTime]) -> list[np.ndarray]:
+        """`run`, each step timed into `steps` (a profiled run: `nnrt bench --profile`)."""
+        raise DriverError(NNRT_NOT_SUPPORT, "this device does not profile runs")
 
     # True for a model that writes its outputs straight into the client's windows: a device
     # that copies its results out anyway (a GPU) then copies once. Such a model defines

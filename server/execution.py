@@ -35,7 +35,7 @@ import numpy as np
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.buffers import BufferTable, SharedRegion
-from nnrt.server.device import BoundRun, CancelCheck
+from nnrt.server.device import BoundRun, CancelCheck, StepTime
 from nnrt.common.errors import (
     NNRT_FAILED,
     NNRT_INSUFFICIENT_BUFFER,
@@ -194,12 +194,14 @@ def _check_fit(model_outputs: Sequence[TensorSpec], outputs: Sequence[Window],
 def execute(entry: PreparedEntry, request: CheckedRequest, table: BufferTable,
             cancelled: CancelCheck,
             admitted: Callable[[Callable[[], T]], T] = lambda compute: compute(),
-            keep: bool = False) -> list[list[int]]:
+            keep: bool = False, steps: list[StepTime] | None = None) -> list[list[int]]:
     """Check a request against its buffers and run it; returns outputDims. The computation
     alone, after every check, goes through `admitted` (the device's run scheduler, which
     may compute it on another thread).
     `keep`: the request is kept for identical ones (`CheckedRequest`), so a model that
-    writes into its outputs binds them once for all of its runs."""
+    writes into its outputs binds them once for all of its runs.
+    `steps`: a profiled run (RunRequest.profile), timed step by step into it on the plain
+    path (`PreparedModel.run_profiled`), never the bound one."""
     model = entry.model
     static = entry.static_output_shapes
     with table.borrow(request.buffer_ids) as regions:
@@ -208,14 +210,14 @@ def execute(entry: PreparedEntry, request: CheckedRequest, table: BufferTable,
             if static is not None:
                 _check_fit(model.outputs, request.outputs, static)
             request.windows_checked = True
-        if request.bound is not None:
+        if request.bound is not None and steps is None:
             bound = request.bound
             admitted(lambda: bound(cancelled))
             return [list(s) for s in static]
         views = [region.readonly_array(w.offset, spec.dtype, math.prod(shape)).reshape(shape)
                  for spec, w, shape, region
                  in zip(model.inputs, request.inputs, request.shapes, regions)]
-        if static is not None and model.writes_into_outputs:
+        if static is not None and model.writes_into_outputs and steps is None:
             targets = [region.array(w.offset, spec.dtype, math.prod(shape)).reshape(shape)
                        for spec, w, shape, region
                        in zip(model.outputs, request.outputs, static,
@@ -229,7 +231,10 @@ def execute(entry: PreparedEntry, request: CheckedRequest, table: BufferTable,
                 admitted(lambda: model.run_into(views, targets, cancelled))
                 del targets, views
             return [list(s) for s in static]
-        results = admitted(lambda: model.run(views, cancelled))
+        if steps is None:
+            results = admitted(lambda: model.run(views, cancelled))
+        else:
+            results = admitted(lambda: model.run_profiled(views, cancelled, steps))
         del views
         if len(results) != len(model.outputs):
             raise DriverError(NNRT_FAILED, f"device returned {len(results)} outputs")

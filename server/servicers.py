@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 from collections.abc import Callable
 
@@ -20,7 +21,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import execution
 from nnrt.server.run_scheduler import RunScheduler
 from nnrt.server.buffers import MIB, SharedRegion
-from nnrt.server.device import Device, PreparedModel
+from nnrt.server.device import Device, PreparedModel, StepTime
 from nnrt.common.errors import (
     HDF_ERR_NOPERM,
     NNRT_CANCELLED,
@@ -369,6 +370,18 @@ def _known(session: Session, payload: bytes) -> tuple[PreparedEntry, execution.C
     return None if checked is None else (entry, checked)
 
 
+def _run_profile(received: float, steps: list[StepTime]) -> pb.RunProfile:
+    """A profiled run's RunProfile: its steps, and the compute from the first to the last."""
+    spans = [pb.ProfileSpan(name=s.name, nodes=s.nodes, startSeconds=s.start,
+                            seconds=s.seconds, simulatedSeconds=s.simulated,
+                            hostSeconds=s.host, deviceSeconds=s.device, op=s.op)
+             for s in steps]
+    start = min((s.start for s in steps), default=received)
+    end = max((s.start + s.seconds for s in steps), default=received)
+    return pb.RunProfile(pid=os.getpid(), receivedSeconds=received, computeStartSeconds=start,
+                         computeEndSeconds=end, spans=spans, repliedSeconds=time.monotonic())
+
+
 class PreparedModelServicer(rpc.IPreparedModelServicer):
     def __init__(self, sessions: SessionRegistry, faults: FaultInjection,
                  stats: RunStats | None = None, scheduler: RunScheduler | None = None) -> None:
@@ -490,15 +503,19 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
             entry = session.prepared(request.preparedModelId)
         except DriverError as exc:
             return self._refused_run(f"session {session.id}", exc)
+        if request.profile:  # timed on the plain path, never kept: the next one is timed too
+            return self._run(session, entry, request, caller_active, None, profile=True)
         return self._run(session, entry, request, caller_active, request_key)
 
     def _run(self, session: Session, entry: PreparedEntry,
              request: pb.RunRequest | execution.CheckedRequest,
              caller_active: Callable[[], bool],
-             request_key: bytes | None = None) -> pb.RunReply | bytes:
+             request_key: bytes | None = None, profile: bool = False) -> pb.RunReply | bytes:
         """Counted in the stats, never raises (server/stats.py). With `request_key` a
         successful run of static shapes answers with its prepared model's serialized reply
-        (always the same)."""
+        (always the same). `profile`: the reply says the run step by step (RunProfile)."""
+        received = time.monotonic() if profile else 0.0
+        steps: list[StepTime] | None = [] if profile else None
         self.stats.started()
         reply = None
         try:
@@ -516,7 +533,7 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
             dims = execution.execute(
                 entry, request, session.buffers, cancelled,
                 lambda compute: self.scheduler.run(session.id, cancelled, compute),
-                keep=request_key is not None)
+                keep=request_key is not None, steps=steps)
             took = time.perf_counter() - started
             entry.recent_run_s = took if entry.recent_run_s == float("inf") else \
                 0.8 * entry.recent_run_s + 0.2 * took
@@ -528,6 +545,8 @@ class PreparedModelServicer(rpc.IPreparedModelServicer):
                 reply = entry.success_reply
                 return reply
             reply = pb.RunReply(outputDims=[ht.Int32Array(values=d) for d in dims])
+            if steps is not None:
+                reply.profile.CopyFrom(_run_profile(received, steps))
         except Exception as exc:
             reply = _refusal("Run", f"session {session.id}", exc, pb.RunReply)
         finally:

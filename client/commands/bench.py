@@ -21,6 +21,21 @@ arr_1, ... in order; checked as by `nnrt run`), or random ones matching the mode
 floats uniform in [0, 1), integers 0, booleans random; a dynamic dimension takes
 `--dynamic-dim` (default 1). On a terminal, a progress bar goes to stderr (none otherwise, nor with TERM=dumb).
 
+Profiles (`--profile`): after the measured runs, `--profile-runs` more (default
+20, not counted in the latencies) ask the driver to time each step
+(RunRequest.profile, nnrt's addition to the HDI): per node on the numpy engine and the GPU
+(OpenCL profiling events beside the host's time), per onnxruntime segment on the CPU
+driver's onnxruntime engine, per node on the accelerator with its cost model's simulated
+time next to the host's computation. Every step is listed with its mean time and share of
+the driver's compute; then where a run's time goes: the round trip as the client sees
+it, the driver's part (request received to reply built), its computation. `--trace
+FILE.json` writes those runs as a Chrome trace (the trace-event JSON onnxruntime's profiler
+writes; open it in Perfetto or chrome://tracing): one lane per process — the client's runs
+with their transport (request to the driver, reply back), the driver's Run, compute and
+steps — on the host's one monotonic clock. `--report FILE` writes every measured latency
+(JSON, in completion order). `--input-shape NAME=DIMS` fixes an ONNX input's dimensions as
+`nnrt convert` does.
+
 Device choice (several too: `--device gpu,cpu`, `--device auto`, with the plan said and
 failover on unless `--no-failover`), the embedded driver and exit codes are those of
 `nnrt run`. Ctrl-C while
@@ -31,11 +46,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import os
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -44,12 +62,14 @@ from nnrt.common.hdi_model import LoweredModel
 from nnrt.client.commands.common import (DURATION_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK,
                                          EXIT_USAGE, duration, non_negative_int, print_json,
                                          redraws, say)
+from nnrt.client.commands.convert import parse_input_shapes
 from nnrt.client.commands.run import (CommandError, Prepared, RunSlot, _positive_int,
                                       add_model_arguments, check_inputs, describe_io, finish,
                                       load_inputs, load_model, open_device, timeout_ms)
 
 DEFAULT_RUNS = 100
 DEFAULT_WARMUP = 5
+DEFAULT_PROFILE_RUNS = 20
 BAR_WIDTH = 30
 BAR_INTERVAL = 0.1  # s between progress bar updates
 JOIN_SLICE = 0.1  # s the main thread waits on the workers at a time
@@ -74,6 +94,20 @@ def add_parser(sub) -> None:
     parser.add_argument("--dynamic-dim", type=_positive_int, default=1, metavar="N",
                         help="size of a dynamic dimension of random inputs (default 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS",
+                        help="fix an ONNX input's dimensions, e.g. x=1,3,224,224 ('?' for a "
+                             "dynamic one); repeatable, as nnrt convert has it")
+    parser.add_argument("--profile", action="store_true",
+                        help="time every node (or onnxruntime segment) in the driver and "
+                             "list them, with where a run's time goes")
+    parser.add_argument("--profile-runs", type=_positive_int, default=DEFAULT_PROFILE_RUNS,
+                        metavar="N", help=f"profiled runs after the measured ones, for "
+                                          f"--profile and --trace (default "
+                                          f"{DEFAULT_PROFILE_RUNS})")
+    parser.add_argument("--trace", type=Path, metavar="FILE.json",
+                        help="write the profiled runs as a Chrome trace (opens in Perfetto)")
+    parser.add_argument("--report", type=Path, metavar="FILE",
+                        help="write every measured latency (JSON, in completion order)")
     parser.set_defaults(func=run)
 
 
@@ -207,6 +241,141 @@ def summary(latencies: Sequence[float], elapsed: float) -> dict:
             "throughput_per_s": round(len(ms) / elapsed, 3) if elapsed > 0 else None}
 
 
+# -- profiles and traces ---------------------------------------------------------------------
+
+
+@dataclass
+class ProfiledRun:
+    """One profiled run: the client's time.monotonic() around it and the driver's RunProfile
+    (hdi.proto), on the same clock."""
+
+    began: float
+    ended: float
+    driver: object  # hdi_pb2.RunProfile
+    thread: int
+
+
+def profiled_runs(slot: RunSlot, count: int, timeout: int) -> list[ProfiledRun]:
+    """`count` runs one after the other, each timed step by step by the driver."""
+    runs = []
+    thread = threading.get_native_id()
+    for _ in range(count):
+        profiles: list = []
+        began = time.monotonic()
+        slot.run(timeout, profiles)
+        ended = time.monotonic()
+        if not profiles:
+            raise CommandError(EXIT_USAGE, "--profile / --trace time a model on one device: "
+                                           "this one runs over several (choose one with "
+                                           "--device)")
+        runs.append(ProfiledRun(began, ended, profiles[0], thread))
+    return runs
+
+
+def profile_table(runs: Sequence[ProfiledRun]) -> dict:
+    """Every step with its mean times over the runs, in execution order; where a run's time
+    goes (ms)."""
+    steps: dict[tuple, dict] = {}
+    for run in runs:
+        for span in run.driver.spans:
+            key = (span.name, tuple(span.nodes))
+            entry = steps.setdefault(key, {"name": span.name, "op": span.op,
+                                           "nodes": list(span.nodes), "times": [],
+                                           "simulated": [], "host": [], "device": []})
+            entry["times"].append(span.seconds)
+            entry["simulated"].append(span.simulatedSeconds)
+            entry["host"].append(span.hostSeconds)
+            entry["device"].append(span.deviceSeconds)
+    compute = [r.driver.computeEndSeconds - r.driver.computeStartSeconds for r in runs]
+    total = sum(float(np.mean(e["times"])) for e in steps.values()) or 1.0
+
+    def ms(values: Sequence[float]) -> float:
+        return round(float(np.mean(values)) * 1000, 4)
+
+    nodes = []
+    for entry in steps.values():
+        row = {"name": entry["name"], "op": entry["op"], "nodes": entry["nodes"],
+               "runs": len(entry["times"]), "mean_ms": ms(entry["times"]),
+               "share": round(float(np.mean(entry["times"])) / total, 4)}
+        for kind in ("simulated", "host", "device"):
+            if any(entry[kind]):
+                row[f"{kind}_ms"] = ms(entry[kind])
+        nodes.append(row)
+    return {"runs": len(runs), "nodes": nodes,
+            "round_trip_ms": ms([r.ended - r.began for r in runs]),
+            "driver_ms": ms([r.driver.repliedSeconds - r.driver.receivedSeconds for r in runs]),
+            "compute_ms": ms(compute)}
+
+
+def print_profile(profile: dict) -> None:
+    nodes = profile["nodes"]
+    extra = [k for k in ("simulated_ms", "host_ms", "device_ms") if any(k in n for n in nodes)]
+    heads = {"simulated_ms": "sim ms", "host_ms": "host ms", "device_ms": "device ms"}
+    width = min(48, max([len(n["name"]) for n in nodes] + [4]))
+    print(f"profile:     {profile['runs']} runs, each step's mean (ms) and share of compute")
+    print(f"  {'step':<{width}}  {'op':<16}{'ms':>10}{'share':>8}"
+          + "".join(f"{heads[k]:>11}" for k in extra))
+    for n in nodes:
+        name = n["name"] if len(n["name"]) <= width else n["name"][:width - 1] + "…"
+        print(f"  {name:<{width}}  {n['op'][:15]:<16}{n['mean_ms']:>10.3f}"
+              f"{n['share'] * 100:>7.1f}%"
+              + "".join(f"{n[k]:>11.3f}" if k in n else f"{'':>11}" for k in extra))
+    print(f"  round trip {profile['round_trip_ms']:.3f} ms = driver {profile['driver_ms']:.3f}"
+          f" (compute {profile['compute_ms']:.3f}) + client and transport "
+          f"{profile['round_trip_ms'] - profile['driver_ms']:.3f}")
+
+
+def trace_events(runs: Sequence[ProfiledRun], driver_name: str) -> list[dict]:
+    """The runs in the trace-event format (complete events, "ph": "X", ts and dur in µs from
+    the first run's start; "M" events name each process's lane), as onnxruntime's profiler
+    writes it."""
+    base = runs[0].began if runs else 0.0
+    client_pid = os.getpid()
+
+    def us(t: float) -> float:
+        return round((t - base) * 1e6, 3)
+
+    def span(name: str, cat: str, pid: int, tid: int, start: float, end: float,
+             args: dict | None = None) -> dict:
+        return {"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid, "ts": us(start),
+                "dur": round(max(0.0, end - start) * 1e6, 3), "args": args or {}}
+
+    events: list[dict] = [{"name": "process_name", "ph": "M", "pid": client_pid, "tid": 0,
+                           "ts": 0, "args": {"name": f"nnrt bench (client, pid {client_pid})"}}]
+    named: set[int] = set()
+    for k, run in enumerate(runs):
+        d = run.driver
+        if d.pid not in named:
+            named.add(d.pid)
+            events.append({"name": "process_name", "ph": "M", "pid": d.pid, "tid": 0, "ts": 0,
+                           "args": {"name": f"{driver_name} (driver, pid {d.pid})"}})
+        events.append(span(f"run {k}", "Client", client_pid, run.thread, run.began, run.ended))
+        events.append(span("request: client to driver", "Transport", client_pid, run.thread,
+                           run.began, d.receivedSeconds))
+        events.append(span("reply: driver to client", "Transport", client_pid, run.thread,
+                           d.repliedSeconds, run.ended))
+        events.append(span(f"Run {k}", "Driver", d.pid, 1, d.receivedSeconds, d.repliedSeconds))
+        events.append(span("compute", "Driver", d.pid, 1, d.computeStartSeconds,
+                           d.computeEndSeconds))
+        for step in d.spans:
+            args = {"op": step.op, "nodes": list(step.nodes)}
+            for key, value in (("simulated_ms", step.simulatedSeconds),
+                               ("host_ms", step.hostSeconds), ("device_ms", step.deviceSeconds)):
+                if value:
+                    args[key] = round(value * 1000, 6)
+            events.append(span(step.name, "Node", d.pid, 1, step.startSeconds,
+                               step.startSeconds + step.seconds, args))
+    return events
+
+
+def write_file(path: Path, data: object) -> None:
+    try:
+        path.write_text(json.dumps(data, indent=1) + "\n")
+    except OSError as exc:
+        raise CommandError(EXIT_FAILURE, f"cannot write {path}: {exc.strerror or exc}") \
+            from None
+
+
 # -- the command ------------------------------------------------------------------------------
 
 
@@ -220,7 +389,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    lowered = load_model(args.model)
+    try:
+        shapes_given = parse_input_shapes(args.input_shape)
+    except ValueError as exc:
+        raise CommandError(EXIT_USAGE, str(exc)) from None
+    lowered = load_model(args.model, shapes_given)
     if args.inputs:
         arrays, sources = load_inputs(args.inputs, lowered)
         arrays = check_inputs(lowered, arrays, sources)
@@ -253,6 +426,12 @@ def _bench(args: argparse.Namespace) -> int:
                 interrupted = True     # the terminal's SIGINT too: runs after it failed)
             if phase.error is not None and not interrupted:
                 raise phase.error
+            profiled: list[ProfiledRun] = []
+            if (args.profile or args.trace) and not interrupted:
+                try:
+                    profiled = profiled_runs(first, args.profile_runs, timeout_ms(args))
+                except KeyboardInterrupt:
+                    interrupted = True
             plan = prepared.plan()
             plan_lines = prepared.plan_lines(13, args.explain)
         finally:
@@ -264,6 +443,15 @@ def _bench(args: argparse.Namespace) -> int:
                            "interrupted before any measured run" if interrupted
                            else "no run fitted in the time given")
     result = summary(phase.latencies, phase.elapsed)
+    profile = profile_table(profiled) if profiled else None
+    if args.trace is not None and profiled:
+        write_file(args.trace, trace_events(profiled, target.text()))
+    if args.report is not None:
+        write_file(args.report, {"model": str(args.model), "device": target.text(),
+                                 "concurrency": args.concurrency,
+                                 "runs": len(phase.latencies),
+                                 "seconds": round(phase.elapsed, 6),
+                                 "latencies_ms": [round(t * 1000, 6) for t in phase.latencies]})
     inputs = [{"name": d.name, "dtype": str(a.dtype), "shape": list(a.shape), "source": s}
               for d, a, s in zip(lowered.inputs, arrays, sources)]
     outputs = [{"name": d.name, "dtype": str(model_file.dtype_of(d)), "shape": list(s)}
@@ -278,7 +466,10 @@ def _bench(args: argparse.Namespace) -> int:
                     "float16": args.float16, "prepare_ms": round(prepared.prepare_ms, 3),
                     "inputs": inputs, "outputs": outputs, "warmup": args.warmup,
                     "concurrency": args.concurrency, "runs": len(phase.latencies),
-                    "seconds": round(phase.elapsed, 4), "interrupted": interrupted, **result})
+                    "seconds": round(phase.elapsed, 4), "interrupted": interrupted, **result,
+                    **({"profile": profile} if profile is not None and args.profile else {}),
+                    **({"trace": str(args.trace)} if args.trace and profiled else {}),
+                    **({"report": str(args.report)} if args.report else {})})
     else:
         lat = result["latency_ms"]
         nodes = len(lowered.hdi.nodes)
@@ -299,6 +490,12 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"latency ms:  p50 {lat['p50']:.3f}  p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  "
               f"min {lat['min']:.3f}  max {lat['max']:.3f}  mean {lat['mean']:.3f}")
         print(f"throughput:  {result['throughput_per_s']:.1f} runs/s")
+        if profile is not None and args.profile:
+            print_profile(profile)
+        if args.trace is not None and profiled:
+            print(f"trace:       {args.trace} ({len(profiled)} runs; open in Perfetto)")
+        if args.report is not None:
+            print(f"report:      {args.report} ({len(phase.latencies)} latencies)")
     if interrupted:  # what was measured is reported; the exit code says it is partial
         say("interrupted")
         return EXIT_INTERRUPTED

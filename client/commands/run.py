@@ -144,13 +144,17 @@ def timeout_ms(args: argparse.Namespace) -> int:
 ACCEPTED_FORMATS = "a saved model (.nnrt) or an ONNX model (.onnx)"
 
 
-def load_model(path: Path) -> LoweredModel:
-    """A saved model, or an ONNX model imported on the fly (client/onnx_import.py)."""
+def load_model(path: Path, input_shapes: dict | None = None) -> LoweredModel:
+    """A saved model, or an ONNX model imported on the fly (client/onnx_import.py), its
+    inputs' dimensions fixed by `input_shapes` (`--input-shape`, as `nnrt convert` has it)."""
     try:
         with open(path, "rb") as f:
             head = f.read(len(model_file.MAGIC))
         if head != model_file.MAGIC and path.suffix.lower() == ".onnx":
-            return _import_onnx(path)
+            return _import_onnx(path, input_shapes)
+        if input_shapes:
+            raise CommandError(EXIT_USAGE, f"{path}: --input-shape applies to an ONNX model "
+                                           "(a saved model's shapes were fixed at convert)")
         return model_file.load(path)
     except OSError as exc:
         raise CommandError(EXIT_USAGE, f"cannot read {path}: {exc.strerror or exc}") from None
@@ -158,11 +162,11 @@ def load_model(path: Path) -> LoweredModel:
         raise CommandError(EXIT_USAGE, f"{exc} (accepted: {ACCEPTED_FORMATS})") from None
 
 
-def _import_onnx(path: Path) -> LoweredModel:
+def _import_onnx(path: Path, input_shapes: dict | None = None) -> LoweredModel:
     from nnrt.client.onnx_import import OnnxImportError, import_onnx  # noqa: PLC0415
 
     try:
-        model = import_onnx(path)
+        model = import_onnx(path, input_shapes=input_shapes or None)
     except OnnxImportError as exc:
         raise CommandError(EXIT_USAGE, f"{path}: {exc}") from None
     lowered = model.handle.lowered()
@@ -489,11 +493,11 @@ class RunSlot:
     def output_sizes(self) -> list[int]:
         return self.execution.output_sizes
 
-    def run(self, timeout_ms: int) -> list[list[int]]:
+    def run(self, timeout_ms: int, profile: list | None = None) -> list[list[int]]:
         """One run; the output shapes. CommandError (exit 1) when it fails or times out,
-        with the driver's reason."""
+        with the driver's reason. `profile`: the driver's RunProfile is appended to it."""
         try:
-            return self.execution.run(timeout_ms / 1000)
+            return self.execution.run(timeout_ms / 1000, profile)
         except RunTimeout:
             raise CommandError(EXIT_FAILURE, f"the run did not finish within {timeout_ms} ms") \
                 from None

@@ -135,6 +135,7 @@ class _Waiter:
 # writes it, then `inputs = 2` and `outputs = 3` as length-delimited records — byte for byte
 # what RunRequest(...).SerializeToString() gives, without building the message.
 _INPUT_TAG, _OUTPUT_TAG = b"\x12", b"\x1a"
+_PROFILE_FIELD = b"\xa0\x06\x01"  # `profile = 100` true (nnrt bench --profile)
 _SMALL_VARINTS = [bytes((n,)) for n in range(128)]
 _run_prefixes: dict[int, bytes] = {}
 
@@ -710,7 +711,7 @@ class DriverClient:
 
     def run(self, model_id: int, inputs: Sequence[ht.IOTensor | bytes],
             outputs: Sequence[ht.IOTensor | bytes], timeout: float | None = None,
-            ticket: RunTicket | None = None) -> pb.RunReply:
+            ticket: RunTicket | None = None, profile: bool = False) -> pb.RunReply:
         """Run over the session channel (the fast path; see common/session_channel.py).
 
         Each tensor is an IOTensor, or its serialized bytes (what a caller that runs the same
@@ -727,10 +728,14 @@ class DriverClient:
         comes within tens of µs, and the wake-up of a sleeping thread costs as much or
         (a halted vCPU) far more; a model that computes longer never polls (the poller
         would take a core from its computation).
+
+        `profile`: the driver times the run step by step (RunReply.profile).
         """
         data = run_request_bytes(model_id, inputs, outputs)
+        if profile:
+            data += _PROFILE_FIELD
         if _RUN_OVERHEAD + len(data) > channel.MAX_PACKET:
-            return self.run_grpc(model_id, inputs, outputs, timeout, ticket)
+            return self.run_grpc(model_id, inputs, outputs, timeout, ticket, profile)
         timeout_ms = 0 if timeout is None else max(1, math.ceil(timeout * 1000))
         seq = next(self._seq)
         waiter = _Waiter()
@@ -772,13 +777,14 @@ class DriverClient:
 
     def run_grpc(self, model_id: int, inputs: Sequence[ht.IOTensor | bytes],
                  outputs: Sequence[ht.IOTensor | bytes],
-                 timeout: float | None = None, ticket: RunTicket | None = None) -> pb.RunReply:
+                 timeout: float | None = None, ticket: RunTicket | None = None,
+                 profile: bool = False) -> pb.RunReply:
         """Run through the gRPC IPreparedModel service; `timeout` is the gRPC deadline. A
         `ticket` does not cancel it (a cancelled gRPC call would not say when the driver is
         done with the buffers): such a run ends at its end or its deadline."""
         reply = self._call(self.prepared.Run,
                            pb.RunRequest(preparedModelId=model_id, inputs=_messages(inputs),
-                                         outputs=_messages(outputs)),
+                                         outputs=_messages(outputs), profile=profile),
                            timeout)
         return _unless_past_deadline(reply, timeout, ticket)
 

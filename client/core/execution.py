@@ -136,11 +136,13 @@ def output_shapes(reply: Any, output_count: int) -> list[list[int]]:
 
 def run(model: PreparedModel, inputs: Sequence[Any], outputs: Sequence[Any],
         timeout: float | None, describe: Describe,
-        ticket: RunTicket | None = None) -> list[list[int]]:
+        ticket: RunTicket | None = None, profile: list | None = None) -> list[list[int]]:
     """Run once on the calling thread and wait, with a deadline of `timeout` seconds (None:
     none; RunTimeout past it, and the driver abandons the run). The tensors are checked by the
     caller. Returns the output shapes (also stored in the output tensors and the model).
-    `ticket.cancel()` from another thread: RunCancelled once the driver has abandoned it."""
+    `ticket.cancel()` from another thread: RunCancelled once the driver has abandoned it.
+    `profile`: the driver times the run step by step; its RunProfile is appended (on one
+    device: a run over several appends none)."""
     if not model.enter():
         raise InvalidParameter("the model is closed")
     try:
@@ -151,7 +153,8 @@ def run(model: PreparedModel, inputs: Sequence[Any], outputs: Sequence[Any],
             # after a driver restart, the tensors' memfds are registered with the new session
             ios_in = [describe(t, client) for t in inputs]
             ios_out = [describe(t, client) for t in outputs]
-            reply = client.run(model_id, ios_in, ios_out, timeout, ticket)
+            reply = client.run(model_id, ios_in, ios_out, timeout, ticket,
+                               profile=profile is not None)
         except DriverGone as exc:
             raise ConnectionLost(f"{model.device.name}: {exc}") from None
         except TimeoutError:
@@ -163,6 +166,8 @@ def run(model: PreparedModel, inputs: Sequence[Any], outputs: Sequence[Any],
             raise RunCancelled(f"{model.device.name}: the run was cancelled")
         shapes = output_shapes(reply, len(outputs))
         model.store_output_shapes(outputs, shapes)
+        if profile is not None and reply.HasField("profile"):
+            profile.append(reply.profile)
         return shapes
     finally:
         model.leave()
@@ -213,18 +218,21 @@ class Execution:
     def output_sizes(self) -> list[int]:
         return [b.memory.size for b in self.outputs]
 
-    def run(self, timeout: float | None) -> list[list[int]]:
+    def run(self, timeout: float | None, profile: list | None = None) -> list[list[int]]:
         """One run (deadline `timeout` seconds); the output shapes. Outputs too small are
-        made the size of the driver's shapes and the run made again, once."""
+        made the size of the driver's shapes and the run made again, once. `profile`: as
+        `run` has it."""
         self._ticket = ticket = RunTicket()
         try:
-            return run(self.model, self.inputs, self.outputs, timeout, describe_binding, ticket)
+            return run(self.model, self.inputs, self.outputs, timeout, describe_binding, ticket,
+                       profile)
         except OutputsTooSmall as exc:
             sizes = [math.prod(s) * dtype.itemsize
                      for s, dtype in zip(exc.shapes, self.output_dtypes)]
         self._release([b.memory for b in self.outputs])
         self._make_outputs(sizes)
-        return run(self.model, self.inputs, self.outputs, timeout, describe_binding, ticket)
+        return run(self.model, self.inputs, self.outputs, timeout, describe_binding, ticket,
+                   profile)
 
     def cancel(self) -> None:
         """Have the driver abandon the run in flight (its `run` raises RunCancelled)."""

@@ -30,7 +30,8 @@ from .scheduler import DeviceQueue
 from .spec import AccelSpec, SpecError, load_spec
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import graph_cache
-from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
+from nnrt.server.device import (CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel,
+                                StepTime)
 from nnrt.common.errors import NNRT_INVALID_MODEL, NNRT_INVALID_MODEL_CACHE, DriverError
 from nnrt.server.graph import DYNAMIC, Graph, Shape, TensorSpec
 
@@ -101,15 +102,25 @@ class AccelPreparedModel(PreparedModel):
     def static_output_shapes(self) -> list[Shape] | None:
         return self.plan.output_shapes()
 
-    def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
+    def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck,
+            steps: list[StepTime] | None = None) -> list[np.ndarray]:
         inputs = [x if c is None else x.astype(c) for x, c in zip(inputs, self.input_casts)]
         queue = self.device.queue
-        run = queue.admit(self.config.priority, self.config.mode, self.durations(inputs))
+        durations = self.durations(inputs)
+        run = queue.admit(self.config.priority, self.config.mode, durations)
         try:
-            outputs = self.plan.run(inputs, cancelled, around=run.node)
+            if steps is None:
+                outputs = self.plan.run(inputs, cancelled, around=run.node)
+            else:  # each node's time on the device, its simulated one, the host's inside
+                outputs = self.plan.run(inputs, cancelled,
+                                        around=self.plan.timed(steps, run.node, durations))
         finally:
             queue.finish(run)
         return [y if c is None else y.astype(c) for y, c in zip(outputs, self.output_casts)]
+
+    def run_profiled(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck,
+                     steps: list[StepTime]) -> list[np.ndarray]:
+        return self.run(inputs, cancelled, steps)
 
     def export_cache(self) -> list[bytes]:
         if self.cache_graph is None:

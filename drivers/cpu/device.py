@@ -19,12 +19,12 @@ import numpy as np
 from nnrt.drivers.cpu import ops  # noqa: F401  (every kernel loaded before the driver serves)
 from nnrt.drivers.cpu.float16 import to_float16
 from nnrt.drivers.cpu.kernel import Kernel, create_kernel
-from nnrt.drivers.cpu.plan import ExecutionPlan, one_unit_per_node
+from nnrt.drivers.cpu.plan import ExecutionPlan, StepScope, one_unit_per_node
 from nnrt.drivers.reference import supported_operations
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import graph_cache, sealed_blob
 from nnrt.server.device import (BoundRun, CancelCheck, Capabilities, Device, PrepareConfig,
-                                PreparedModel)
+                                PreparedModel, StepTime)
 from nnrt.common.cpus import usable_cores
 from nnrt.common.errors import NNRT_INVALID_MODEL_CACHE, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import Graph, Shape
@@ -111,16 +111,22 @@ class CpuPreparedModel(PreparedModel):
     def static_output_shapes(self) -> list[Shape] | None:
         return self.plan.output_shapes()
 
-    def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
+    def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck,
+            around: StepScope | None = None) -> list[np.ndarray]:
         inputs = [x if c is None else x.astype(c) for x, c in zip(inputs, self.input_casts)]
         if self.partition is not None and granted_cores() == 1:
             from nnrt.drivers.cpu.ort import engine
 
             with engine.narrow_runs():
-                outputs = self.plan.run(inputs, cancelled)
+                outputs = self.plan.run(inputs, cancelled, around)
         else:
-            outputs = self.plan.run(inputs, cancelled)
+            outputs = self.plan.run(inputs, cancelled, around)
         return [y if c is None else y.astype(c) for y, c in zip(outputs, self.output_casts)]
+
+    def run_profiled(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck,
+                     steps: list[StepTime]) -> list[np.ndarray]:
+        """Each step timed: a node on the numpy engine, a segment on onnxruntime."""
+        return self.run(inputs, cancelled, self.plan.timed(steps))
 
     def run_into(self, inputs: Sequence[np.ndarray], targets: Sequence[np.ndarray],
                  cancelled: CancelCheck) -> None:

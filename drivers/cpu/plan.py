@@ -25,8 +25,9 @@ The model's outputs never live in an arena (the host reads them after the run).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,7 +42,8 @@ from nnrt.drivers.reference import (
     infer_graph_shapes,
     unsized_outputs,
 )
-from nnrt.server.device import CancelCheck
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.server.device import CancelCheck, StepTime
 from nnrt.common.errors import NNRT_FAILED, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import DYNAMIC, Graph, Shape
 
@@ -69,6 +71,14 @@ Partitioner = Callable[[Graph, dict[int, Kernel]], Sequence[tuple[Unit, Sequence
 def one_unit_per_node(graph: Graph, kernels: dict[int, Kernel]) -> list[tuple[Unit, tuple[int, ...], tuple[int, ...]]]:
     return [(kernels[i], tuple(t.index for t in graph.nodes[i].inputs),
              tuple(t.index for t in graph.nodes[i].outputs)) for i in graph.execution_order]
+
+
+def op_name(node) -> str:
+    """The node's type as a profile names it: CONV2D_FUSION, ..."""
+    try:
+        return na.NodeType.Name(node.node_type).removeprefix("NODE_TYPE_")
+    except ValueError:
+        return str(node.node_type)
 
 
 @dataclass(frozen=True)
@@ -156,6 +166,37 @@ class ExecutionPlan:
             for spec, shape, _ in found or ():
                 sized[spec.index] = shape
         return sized
+
+    def timed(self, steps: list[StepTime], around: StepScope | None = None,
+              simulated: Sequence[float] | None = None) -> StepScope:
+        """A StepScope that times each step into `steps` (a profiled run), entered outside
+        `around` when given (the accelerator's device queue: the step's wall time is then
+        its simulated one, `host` the computation inside; `simulated`: each step's time by
+        the cost model)."""
+
+        @contextmanager
+        def scope(position: int) -> Iterator[None]:
+            step = self.steps[position]
+            nodes = step.nodes
+            node = self.graph.nodes[nodes[0]] if len(nodes) == 1 else None
+            record = StepTime(node.name if node is not None else step.unit.label, nodes,
+                              time.monotonic(), 0.0, "" if node is None else op_name(node),
+                              0.0 if simulated is None else simulated[position])
+            try:
+                if around is None:
+                    yield
+                else:
+                    with around(position):
+                        computing = time.monotonic()
+                        try:
+                            yield
+                        finally:
+                            record.host = time.monotonic() - computing
+            finally:
+                record.seconds = time.monotonic() - record.start
+                steps.append(record)
+
+        return scope
 
     def output_shapes(self) -> list[Shape] | None:
         if self.shapes is None:
