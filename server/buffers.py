@@ -28,6 +28,7 @@ are the client's, and a memfd shared by both is counted once, here.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import logging
 import mmap
@@ -49,6 +50,16 @@ from nnrt.common.errors import (
 )
 
 log = logging.getLogger(__name__)
+
+# Called with (address, size) of a region just before it is unmapped: a device that wraps
+# client windows in objects of its own (the GPU driver's zero-copy buffers) drops them there.
+_unmap_listeners: list[Callable[[int, int], None]] = []
+
+
+def on_unmap(listener: Callable[[int, int], None]) -> Callable[[], None]:
+    """Call `listener(address, size)` before every region is unmapped; returns its remover."""
+    _unmap_listeners.append(listener)
+    return lambda: _unmap_listeners.remove(listener) if listener in _unmap_listeners else None
 
 # The framework caps tensor allocations at 1 GiB (hdi.md 3.14); so do we, per region.
 MAX_REGION_BYTES = 1 << 30
@@ -209,6 +220,7 @@ class SharedRegion:
         self.origin = origin  # "allocated" or "imported", for logs
         self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self._readonly = memoryview(self._map).toreadonly()  # inputs are viewed through it
+        self.address = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
         self._borrowers = 0  # guarded by the owning BufferTable's lock
         self._released = False
         self.on_close: Callable[[], None] | None = None  # called once, when it is closed
@@ -281,6 +293,11 @@ class SharedRegion:
             self._close()
 
     def _close(self) -> None:
+        for listener in list(_unmap_listeners):
+            try:
+                listener(self.address, self.size)
+            except Exception:  # a device's bookkeeping must not keep a region mapped
+                log.exception("unmap listener failed for a region of %d bytes", self.size)
         try:
             self._readonly.release()
             self._map.close()

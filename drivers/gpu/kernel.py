@@ -109,16 +109,19 @@ NO_EPILOGUE = Epilogue()
 
 
 class Launch:
-    """One kernel enqueue with its arguments bound once."""
+    """One kernel enqueue with its arguments bound once (`args`: as bound, so that the plan
+    can rebind a tensor's buffer to a client's window, drivers/gpu/plan.py)."""
 
-    __slots__ = ("kernel", "global_size", "local_size", "label")
+    __slots__ = ("kernel", "global_size", "local_size", "label", "args")
 
     def __init__(self, kernel: cl.Kernel, global_size: tuple[int, ...],
-                 local_size: tuple[int, ...] | None, label: str) -> None:
+                 local_size: tuple[int, ...] | None, label: str,
+                 args: Sequence = ()) -> None:
         self.kernel = kernel
         self.global_size = global_size
         self.local_size = local_size
         self.label = label
+        self.args = tuple(args)
 
     def enqueue(self, queue: cl.CommandQueue) -> cl.Event:
         return cl.enqueue_nd_range_kernel(queue, self.kernel, self.global_size, self.local_size)
@@ -188,7 +191,7 @@ class Builder:
             raise cl_error(exc, f"binding kernel {kernel_name}")
         return Launch(kernel, tuple(int(g) for g in global_size),
                       None if local_size is None else tuple(int(s) for s in local_size),
-                      label or kernel_name)
+                      label or kernel_name, args)
 
     def scratch(self, nbytes: int, what: str) -> cl.Buffer:
         return self.memory.allocate(nbytes, what)

@@ -13,10 +13,13 @@ NNRT_OUT_OF_MEMORY at prepare instead of failing somewhere inside the OpenCL dri
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import logging
+import mmap
 import os
 import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -38,6 +41,7 @@ from nnrt.common.errors import (  # noqa: E402
     NNRT_OUT_OF_MEMORY,
     DriverError,
 )
+from nnrt.server.buffers import on_unmap  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +236,127 @@ class DeviceMemory:
         self.bytes = 0
 
 
+MAX_WINDOWS = 64  # wrapped client windows kept per device (beyond: the oldest unused go)
+
+
+def _in_mapping(array: np.ndarray) -> bool:
+    """Whether `array` views an mmap (directly or through memoryviews and numpy views)."""
+    owner = array
+    while isinstance(owner, np.ndarray) and owner.base is not None:
+        owner = owner.base
+    while isinstance(owner, memoryview):
+        owner = owner.obj
+    return isinstance(owner, mmap.mmap)
+
+
+class HostWindows:
+    """Client windows wrapped as buffers over their own memory (`CL_MEM_USE_HOST_PTR`), on a
+    device whose memory is the host's (`CL_DEVICE_HOST_UNIFIED_MEMORY`: PoCL's CPU device, an
+    integrated GPU): kernels read the inputs and write the outputs where the client put them,
+    instead of a copy each way. A window qualifies when its address is aligned to
+    `CL_DEVICE_MEM_BASE_ADDR_ALIGN`; any other (and any window on a discrete GPU) is copied.
+
+    One wrapping per (address, size, writable), made at its first run and kept for the next
+    ones, until the host unmaps the region under it (server/buffers.py `on_unmap`: a region
+    goes only when no run borrows it) or it is the oldest unused beyond MAX_WINDOWS. A
+    wrapping holds the address, never the mapping (no Python buffer export), so it cannot
+    keep a released region mapped; it is released before the unmap, so nothing runs on a
+    stale one. It takes no device memory: the window is already charged to the session.
+
+    The byte counts are the device's: copied to or from the device, and served in place."""
+
+    def __init__(self, device: cl.Device, context: cl.Context, enabled: bool) -> None:
+        self.context = context
+        self.enabled = enabled
+        self.align = max(int(device.mem_base_addr_align) // 8, 1)  # bits, in bytes
+        self._buffers: OrderedDict[tuple[int, int, bool], cl.Buffer] = OrderedDict()
+        self._in_use: Counter[tuple[int, int, bool]] = Counter()  # by runs now enqueuing
+        self._lock = threading.Lock()
+        self.copied_in = self.copied_out = self.zero_copy = 0
+        self.wrapped = 0  # wrappings made (a run that misses its cache makes one)
+        self._stop_listening = on_unmap(self._unmapped) if enabled else None
+
+    def usable(self, array: np.ndarray, device_dtype: np.dtype) -> bool:
+        """Whether `array` can be wrapped: the device's dtype, dense, aligned, not empty, in
+        a mapping (a shared-memory window, whose unmap the host announces)."""
+        return (self.enabled and array.size > 0 and array.dtype == device_dtype
+                and array.flags.c_contiguous and array.ctypes.data % self.align == 0
+                and _in_mapping(array))
+
+    def acquire(self, array: np.ndarray, writable: bool) -> tuple[tuple[int, int, bool],
+                                                                   cl.Buffer]:
+        """The wrapping of `array`'s memory, held until `release`d (a run enqueuing on it)."""
+        key = (int(array.ctypes.data), int(array.nbytes), writable)
+        with self._lock:
+            buffer = self._buffers.get(key)
+            if buffer is None:
+                flags = cl.mem_flags.USE_HOST_PTR | (cl.mem_flags.READ_WRITE if writable
+                                                     else cl.mem_flags.READ_ONLY)
+                host = (ctypes.c_char * key[1]).from_address(key[0])
+                try:
+                    buffer = cl.Buffer(self.context, flags, hostbuf=host)
+                except cl.Error as exc:
+                    raise cl_error(exc, f"wrapping a {key[1]}-byte window")
+                self._buffers[key] = buffer
+                self.wrapped += 1
+                self._evict()
+            else:
+                self._buffers.move_to_end(key)
+            self._in_use[key] += 1
+        return key, buffer
+
+    def release(self, keys: list[tuple[int, int, bool]]) -> None:
+        with self._lock:
+            for key in keys:
+                self._in_use[key] -= 1
+                if not self._in_use[key]:
+                    del self._in_use[key]
+            self._evict()
+
+    def count(self, copied_in: int = 0, copied_out: int = 0, zero_copy: int = 0) -> None:
+        with self._lock:
+            self.copied_in += copied_in
+            self.copied_out += copied_out
+            self.zero_copy += zero_copy
+
+    def _evict(self) -> None:
+        for key in list(self._buffers):
+            if len(self._buffers) <= MAX_WINDOWS:
+                break
+            if key not in self._in_use:
+                self._buffers.pop(key).release()
+
+    def _unmapped(self, address: int, size: int) -> None:
+        with self._lock:
+            for key in [k for k in self._buffers if address <= k[0] < address + size]:
+                if key in self._in_use:  # the host unmaps only what no run borrows
+                    log.error("a window at %#x is unmapped while a run uses it", key[0])
+                self._buffers.pop(key).release()
+
+    @property
+    def live(self) -> int:
+        return len(self._buffers)
+
+    def status(self) -> dict[str, str]:
+        with self._lock:
+            return {
+                "zero_copy": "yes" if self.enabled else "no",
+                "copied_bytes": str(self.copied_in + self.copied_out),
+                "copied_in_bytes": str(self.copied_in),
+                "copied_out_bytes": str(self.copied_out),
+                "zero_copy_bytes": str(self.zero_copy),
+                "zero_copy_windows": str(len(self._buffers)),
+            }
+
+    def close(self) -> None:
+        if self._stop_listening is not None:
+            self._stop_listening()
+        with self._lock:
+            for buffer in self._buffers.values():
+                buffer.release()
+            self._buffers.clear()
+
+
 class BroughtPrograms:
     """The programs one model's cache brought (its blob authenticated): binaries until first
     asked for, then what was loaded from them. They serve that model alone (`ProgramCache.
@@ -330,7 +455,10 @@ class ProgramCache:
 class ClRuntime:
     """The chosen OpenCL device with its context, queue, programs and memory budget."""
 
-    def __init__(self, found: FoundDevice, memory_limit: int | None = None) -> None:
+    def __init__(self, found: FoundDevice, memory_limit: int | None = None,
+                 zero_copy: bool | None = None) -> None:
+        """`zero_copy`: wrap client windows instead of copying them (`HostWindows`); by
+        default where the device's memory is the host's."""
         self.found = found
         self.device = found.device
         self.context = cl.Context([self.device])
@@ -344,6 +472,8 @@ class ClRuntime:
         self.unified_memory = bool(self.device.host_unified_memory)
         self.max_work_group = int(self.device.max_work_group_size)
         self.local_memory = int(self.device.local_mem_size)
+        self.windows = HostWindows(self.device, self.context,
+                                   self.unified_memory if zero_copy is None else zero_copy)
 
     @property
     def identity(self) -> str:
@@ -375,9 +505,11 @@ class ClRuntime:
             "memory_peak_bytes": str(self.memory.peak),
             "programs_built": str(self.programs.builds),
             "programs_loaded_from_binary": str(self.programs.loads),
+            **self.windows.status(),
         }
 
     def close(self) -> None:
+        self.windows.close()
         try:
             self.queue.finish()
         except cl.Error:

@@ -16,15 +16,23 @@ with dynamic inputs makes one per distinct input shape at run time and keeps the
 A run takes the model's lock (a specialisation's buffers serve one run at a time), copies
 the inputs to the device, enqueues the launches on the device's one in-order queue, in
 chunks so that an abandoned run stops between them, and copies the outputs back.
+
+Zero-copy (a device whose memory is the host's, drivers/gpu/opencl.py `HostWindows`): an
+input whose window is aligned is not copied: the launches that read its tensor are rebound
+to the window's own memory, wrapped once per window. So is an output written by a launch
+into the client's window (the model's run_into), unless the run can fail on a kernel's
+check (then nothing is written before the check passes), or its tensor's buffer is also an
+input's or another output's. The rest is copied, as on a discrete GPU.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyopencl as cl
@@ -44,7 +52,8 @@ from .kernel import (
 )
 from .opencl import ClRuntime, DeviceMemory, cl_error, iter_chunks
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.device import CancelCheck
+from nnrt.drivers.cpu.plan import op_name
+from nnrt.server.device import CancelCheck, StepTime
 from nnrt.common.errors import NNRT_FAILED, NNRT_TIME_OUT, DriverError
 from nnrt.server.graph import DYNAMIC, Graph, Shape
 
@@ -67,6 +76,9 @@ class Scheduled:
     absorbed: int | None = None  # the node index fused into this op
 
 
+Uses = list[tuple[Launch, int]]  # the (launch, argument position)s that bind one buffer
+
+
 @dataclass
 class Specialisation:
     shapes: dict[int, Shape]
@@ -75,6 +87,41 @@ class Specialisation:
     launches: list[Launch]
     memory: DeviceMemory
     checks: list[RunCheck]
+    # Per input / output: the uses of its buffer, which a run may rebind to the client's
+    # window; None where it must be copied (its buffer is shared, or a check guards outputs).
+    input_uses: list[Uses | None] = field(default_factory=list)
+    output_uses: list[Uses | None] = field(default_factory=list)
+    bound: dict[int, cl.Buffer] = field(default_factory=dict)  # id(own buffer) -> bound now
+    owners: list[tuple[int, ...]] = field(default_factory=list)  # per launch: its nodes
+
+    def rebind(self, own: cl.Buffer, uses: Uses, buffer: cl.Buffer) -> None:
+        """Bind `buffer` wherever the launches bound `own` (what was bound last time stays)."""
+        if self.bound.get(id(own), own) is buffer:
+            return
+        for launch, position in uses:
+            launch.kernel.set_arg(position, buffer)
+        self.bound[id(own)] = buffer
+
+
+def _window_uses(inputs: list[DeviceTensor], outputs: list[DeviceTensor],
+                 launches: list[Launch], fixed: set[int],
+                 checked: bool) -> tuple[list[Uses | None], list[Uses | None]]:
+    """Which inputs and outputs a run may serve from the client's windows (`Specialisation`);
+    `fixed`: ids of buffers that are never a window (constants)."""
+    uses: dict[int, Uses] = {}
+    for launch in launches:
+        for position, arg in enumerate(launch.args):
+            if isinstance(arg, cl.Buffer):
+                uses.setdefault(id(arg), []).append((launch, position))
+    counts = Counter(id(t.buffer) for t in (*inputs, *outputs))
+
+    def own(tensor: DeviceTensor) -> bool:
+        return counts[id(tensor.buffer)] == 1 and id(tensor.buffer) not in fixed
+
+    ins = [uses.get(id(t.buffer), []) if own(t) else None for t in inputs]
+    outs = [uses[id(t.buffer)] if own(t) and id(t.buffer) in uses and not checked else None
+            for t in outputs]
+    return ins, outs
 
 
 def _fusion(graph: Graph, ops: dict[int, GpuOp]) -> tuple[dict[int, tuple[int, Scheduled]],
@@ -119,6 +166,15 @@ def _fusion(graph: Graph, ops: dict[int, GpuOp]) -> tuple[dict[int, tuple[int, S
     return fused, absorbed
 
 
+def _sync(queue: cl.CommandQueue, buffer: cl.Buffer, flags: int) -> None:
+    """Map and unmap a window's wrapping: what OpenCL asks between host and device accesses
+    to a `CL_MEM_USE_HOST_PTR` buffer (free where the device uses the host's memory; READ
+    waits for the kernels that wrote it)."""
+    mapped, _ = cl.enqueue_map_buffer(queue, buffer, flags, 0, (buffer.size,), np.uint8,
+                                      is_blocking=True)
+    mapped.base.release(queue)
+
+
 class GpuPlan:
     def __init__(self, graph: Graph, runtime: ClRuntime, owner: str,
                  wire: Sequence[np.dtype] | None = None) -> None:
@@ -155,6 +211,7 @@ class GpuPlan:
         self.memory = DeviceMemory(runtime, owner)
         self.programs: set[str] = set()
         self._lock = threading.Lock()
+        self._profiling_queue: cl.CommandQueue | None = None  # profiled runs' (_launch_timed)
         self._specialisations: OrderedDict[tuple[Shape, ...], Specialisation] = OrderedDict()
         try:
             self.dummy = self.memory.allocate(4, "placeholder")
@@ -234,6 +291,7 @@ class GpuPlan:
         inputs = [fresh(i) for i in self.input_ids]
         builder = Builder(self.runtime, memory, self.programs, self.dummy)
         launches: list[Launch] = []
+        owners: list[tuple[int, ...]] = []
         for entry in self.schedule:
             op = entry.op
             ins = [None if (i in self.constants and p in op.own_constants) else tensors[i]
@@ -249,52 +307,143 @@ class GpuPlan:
             if entry.absorbed is not None:
                 post = Epilogue(None if entry.residual is None else tensors[entry.residual],
                                 entry.post_act or Act())
-            launches.extend(op.build(builder, ins, outs, post))
+            built = op.build(builder, ins, outs, post)
+            launches.extend(built)
+            owners.extend([(op.node.index,) if entry.absorbed is None
+                           else (op.node.index, entry.absorbed)] * len(built))
         outputs = [tensors[i] for i in self.output_ids]
-        return Specialisation(shapes, inputs, outputs, launches, memory, builder.checks)
+        fixed = {id(t.buffer) for t in self._device_constants.values()} | {id(self.dummy)}
+        input_uses, output_uses = _window_uses(inputs, outputs, launches, fixed,
+                                               bool(builder.checks))
+        return Specialisation(shapes, inputs, outputs, launches, memory, builder.checks,
+                              input_uses, output_uses, owners=owners)
 
     def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck,
-            targets: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
+            targets: Sequence[np.ndarray] | None = None,
+            steps: list[StepTime] | None = None) -> list[np.ndarray]:
         """The outputs, copied from the device into `targets` when given (the client's
-        output windows: no second copy), else into fresh arrays."""
+        output windows: no second copy), else into fresh arrays; on a host-unified device
+        aligned windows are used in place (zero-copy)."""
         queue = self.runtime.queue
+        windows = self.runtime.windows
+        held: list[tuple[int, int, bool]] = []
+        copied_in = copied_out = zero_copy = 0
         with self._lock:
             spec = self._specialise(tuple(tuple(a.shape) for a in inputs))
             try:
-                for tensor, array in zip(spec.inputs, inputs):
-                    if array.size:  # float16 mode: float32 on the wire, half on the device
-                        cl.enqueue_copy(queue, tensor.buffer,
-                                        np.ascontiguousarray(array, tensor.dtype),
-                                        is_blocking=False)
-                for check in spec.checks:
-                    cl.enqueue_copy(queue, check.flag, _ZERO, is_blocking=False)
-                for chunk in iter_chunks(spec.launches, LAUNCHES_PER_CHUNK):
-                    if cancelled():
-                        queue.finish()
-                        log.info("%s: run abandoned: its caller gave up", self.owner)
-                        raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
-                    for launch in chunk:
-                        launch.enqueue(queue)
-                    if len(spec.launches) > LAUNCHES_PER_CHUNK:
-                        queue.finish()
-                self._verify(spec.checks)
-                results, widen = [], []
-                for k, tensor in enumerate(spec.outputs):
-                    wire = tensor.dtype if self.wire is None else self.wire[k]
-                    out = np.empty(tensor.shape, wire) if targets is None else targets[k]
-                    landing = out if out.dtype == tensor.dtype else np.empty(tensor.shape,
-                                                                             tensor.dtype)
-                    if out.size:
-                        cl.enqueue_copy(queue, landing, tensor.buffer, is_blocking=False)
-                    if landing is not out:
-                        widen.append((out, landing))
-                    results.append(out)
-                queue.finish()
+                try:
+                    in_place: list[cl.Buffer] = []  # the windows read or written in place
+                    for tensor, array, uses in zip(spec.inputs, inputs, spec.input_uses):
+                        buffer = tensor.buffer
+                        if uses is not None and windows.usable(array, tensor.dtype):
+                            key, buffer = windows.acquire(array, writable=False)
+                            held.append(key)
+                            in_place.append(buffer)
+                            zero_copy += tensor.nbytes
+                        elif array.size:  # float16 mode: float32 on the wire, half here
+                            cl.enqueue_copy(queue, tensor.buffer,
+                                            np.ascontiguousarray(array, tensor.dtype),
+                                            is_blocking=False)
+                            copied_in += tensor.nbytes
+                        if uses:
+                            spec.rebind(tensor.buffer, uses, buffer)
+                    written: list[tuple[cl.Buffer, DeviceTensor] | None] = []
+                    for k, (tensor, uses) in enumerate(zip(spec.outputs, spec.output_uses)):
+                        target = None if targets is None else targets[k]
+                        if (uses is not None and target is not None
+                                and target.flags.writeable and windows.usable(target,
+                                                                               tensor.dtype)):
+                            key, buffer = windows.acquire(target, writable=True)
+                            held.append(key)
+                            written.append((buffer, tensor))
+                            zero_copy += tensor.nbytes
+                        else:
+                            buffer = tensor.buffer
+                            written.append(None)
+                        if uses:
+                            spec.rebind(tensor.buffer, uses, buffer)
+                    for buffer in in_place:  # the host wrote them: the device sees it now
+                        _sync(queue, buffer, cl.map_flags.WRITE_INVALIDATE_REGION)
+                    if steps is None:
+                        self._launch(spec, cancelled)
+                    else:
+                        self._launch_timed(spec, cancelled, steps)
+                    results, widen = [], []
+                    for k, tensor in enumerate(spec.outputs):
+                        wire = tensor.dtype if self.wire is None else self.wire[k]
+                        out = np.empty(tensor.shape, wire) if targets is None else targets[k]
+                        if written[k] is not None:
+                            _sync(queue, written[k][0], cl.map_flags.READ)
+                            results.append(out)
+                            continue
+                        landing = out if out.dtype == tensor.dtype else np.empty(tensor.shape,
+                                                                                 tensor.dtype)
+                        if out.size:
+                            cl.enqueue_copy(queue, landing, tensor.buffer, is_blocking=False)
+                            copied_out += tensor.nbytes
+                        if landing is not out:
+                            widen.append((out, landing))
+                        results.append(out)
+                    queue.finish()
+                finally:
+                    if held:
+                        windows.release(held)
+                    windows.count(copied_in, copied_out, zero_copy)
                 for out, landing in widen:  # float16 mode: half on the device, float32 out
                     out[...] = landing
             except cl.Error as exc:
                 raise cl_error(exc, f"{self.owner}: run")
         return results
+
+    def _launch(self, spec: Specialisation, cancelled: CancelCheck) -> None:
+        """Enqueue the launches in chunks (an abandoned run stops between two), then fail
+        the run if a kernel set a check's flag."""
+        queue = self.runtime.queue
+        for check in spec.checks:
+            cl.enqueue_copy(queue, check.flag, _ZERO, is_blocking=False)
+        for chunk in iter_chunks(spec.launches, LAUNCHES_PER_CHUNK):
+            if cancelled():
+                queue.finish()
+                log.info("%s: run abandoned: its caller gave up", self.owner)
+                raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
+            for launch in chunk:
+                launch.enqueue(queue)
+            if len(spec.launches) > LAUNCHES_PER_CHUNK:
+                queue.finish()
+        self._verify(spec.checks)
+
+    def _launch_timed(self, spec: Specialisation, cancelled: CancelCheck,
+                      steps: list[StepTime]) -> None:
+        """`_launch` of a profiled run: each launch alone on a queue with profiling enabled
+        (made at the first such run: the run queue has none, so unprofiled runs pay
+        nothing), waited for, its OpenCL event's start-to-end time beside the host's; a
+        node's launches summed into its step."""
+        self.runtime.queue.finish()  # the inputs and the checks' flags are on the device
+        if self._profiling_queue is None:
+            self._profiling_queue = cl.CommandQueue(
+                self.runtime.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        queue = self._profiling_queue
+        for check in spec.checks:
+            cl.enqueue_copy(queue, check.flag, _ZERO, is_blocking=False)
+        queue.finish()
+        by_node: dict[tuple[int, ...], StepTime] = {}
+        for launch, owner in zip(spec.launches, spec.owners):
+            if cancelled():
+                log.info("%s: run abandoned: its caller gave up", self.owner)
+                raise DriverError(NNRT_TIME_OUT, "run abandoned: its caller gave up")
+            started = time.monotonic()
+            event = launch.enqueue(queue)
+            event.wait()
+            ended = time.monotonic()
+            step = by_node.get(owner)
+            if step is None:
+                nodes = [self.graph.nodes[n] for n in owner]  # an epilogue fused: both
+                step = by_node[owner] = StepTime(" + ".join(n.name for n in nodes), owner,
+                                                 started, 0.0, op_name(nodes[0]))
+                steps.append(step)
+            step.seconds = ended - step.start
+            step.device += (event.profile.end - event.profile.start) * 1e-9
+        self._verify(spec.checks)
 
     def _verify(self, checks: list[RunCheck]) -> None:
         """Fail the run (before any output is copied) if a kernel set a check's flag."""
