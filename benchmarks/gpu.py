@@ -15,12 +15,15 @@ integer kernels, planned in this process (no IPC in either figure), with the lar
 difference between their outputs in quantisation steps: each node is within one step (the
 tests hold every kernel to that, and to an exact int64 reference), but a deep model's
 one-step differences propagate, so the numpy engine's float32 sums drift a few steps from
-the GPU's exact ones at these sizes.
+the GPU's exact ones at these sizes. Last, a 64 MiB input and output copied to and from the
+device against served in place (CL_MEM_USE_HOST_PTR over the shared-memory windows), where
+the device's memory is the host's (PoCL's CPU device, an integrated GPU).
 
     python benchmarks/gpu.py                          # --cl-device gpu: the first OpenCL GPU
     python benchmarks/gpu.py --cl-device any --batches 1 --calls 5   # PoCL: figures mean nothing
     python benchmarks/gpu.py --models resnet,encoder --batches 1,32
     python benchmarks/gpu.py --int8-only --cl-device any   # the int8 table alone
+    python benchmarks/gpu.py --zero-copy-only --cl-device any   # copy vs zero-copy alone
 
 On PoCL (an OpenCL CPU device) the speed figures say nothing about a GPU; run it on a
 machine with one.
@@ -191,6 +194,71 @@ def print_int8(args: argparse.Namespace, batches: list[int]) -> None:
                   f"{cpu_s / gpu_s:>7.2f}x {steps:>6}", flush=True)
 
 
+ZERO_COPY_MIB = 64  # the input (and output) of the zero-copy table's model
+
+
+def zero_copy_latencies(cl_device: str, calls: int) -> tuple[float, float, bool]:
+    """Median latencies (s) of a ReLU over one 64 MiB float32 input into a 64 MiB output,
+    its windows in shared-memory regions as the host maps them: copied (as on a discrete
+    GPU) and served in place (CL_MEM_USE_HOST_PTR, where the device's memory is the host's);
+    and whether the in-place runs copied nothing."""
+    import threading
+
+    from nnrt.common.hdi_model import HdiModelBuilder
+    from nnrt.drivers.gpu.opencl import ClRuntime, choose_device
+    from nnrt.drivers.gpu.plan import GpuPlan
+    from nnrt.protos import hdi_types_pb2 as ht
+    from nnrt.protos import node_attrs_pb2 as na
+    from nnrt.server.buffers import SharedRegion
+    from tests.gpu.util import graph_of
+
+    n = ZERO_COPY_MIB << 18  # float32 elements
+    b = HdiModelBuilder("relu")
+    x = b.input("x", np.float32, [n])
+    y = b.tensor("y", np.float32, [n])
+    b.node(na.NODE_TYPE_ACTIVATION, [x], [y],
+           na.Activation(activationType=ht.ACTIVATION_TYPE_RELU))
+    b.mark_outputs(y)
+    graph = graph_of(b)
+    found = choose_device(cl_device)
+    runtimes = {"copy": ClRuntime(found, zero_copy=False), "zero-copy": ClRuntime(found)}
+    plans = {k: GpuPlan(graph, rt, f"relu ({k})") for k, rt in runtimes.items()}
+    regions = [SharedRegion.allocate(n * 4) for _ in range(2)]
+    never = lambda: False  # noqa: E731
+    try:
+        inp = regions[0].readonly_array(0, np.dtype(np.float32), n)
+        out = regions[1].array(0, np.dtype(np.float32), n)
+        values = np.random.default_rng(0).standard_normal(n, np.float32)
+        regions[0].array(0, np.dtype(np.float32), n)[:] = values
+        times = {k: [] for k in plans}
+        for _ in range(calls + 1):  # the first of each: wrapping and warm-up
+            for k, plan in plans.items():
+                start = time.perf_counter()
+                plan.run([inp], never, [out])
+                times[k].append(time.perf_counter() - start)
+        assert np.array_equal(out, np.maximum(inp, 0))
+        in_place = runtimes["zero-copy"].windows.status()["copied_bytes"] == "0"
+        del inp, out
+        return (statistics.median(times["copy"][1:]), statistics.median(times["zero-copy"][1:]),
+                in_place)
+    finally:
+        lock = threading.Lock()
+        for region in regions:
+            region.release(lock)
+        for k in plans:
+            plans[k].close()
+            runtimes[k].close()
+
+
+def print_zero_copy(args: argparse.Namespace) -> None:
+    copy_s, zero_s, in_place = zero_copy_latencies(args.cl_device, args.calls)
+    print(f"\n{'zero-copy':<22} {'copy ms':>9} {'in place ms':>12} {'copy/in place':>14}"
+          f"   (in-process plans; in place only where the device's memory is the host's)")
+    print(f"{f'relu {ZERO_COPY_MIB} MiB in, out':<22} {copy_s * 1e3:>9.2f} {zero_s * 1e3:>12.2f} "
+          f"{copy_s / zero_s:>13.2f}x{'' if in_place else '   (copied: not host-unified)'}",
+          flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cl-device", default="gpu", help="the GPU driver's --cl-device")
@@ -199,11 +267,16 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--int8-only", action="store_true", help="only the int8 table")
+    parser.add_argument("--zero-copy-only", action="store_true",
+                        help="only the zero-copy table (copy vs in place)")
     args = parser.parse_args()
     names = args.models.split(",")
     batches = [int(b) for b in args.batches.split(",")]
     if args.int8_only:
         print_int8(args, batches)
+        return 0
+    if args.zero_copy_only:
+        print_zero_copy(args)
         return 0
     # The client logs each driver restart of the prepare measurement: expected here.
     logging.basicConfig(level=logging.ERROR)
@@ -235,6 +308,7 @@ def main() -> int:
             print(f"{name:<10} {graph_s * 1e3:>18.1f} {cache_s * 1e3:>9.1f} "
                   f"{graph_s / cache_s:>11.1f}x", flush=True)
         print_int8(args, batches)
+        print_zero_copy(args)
     finally:
         gpu.stop()
         cpu.stop()

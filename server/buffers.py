@@ -61,6 +61,7 @@ def on_unmap(listener: Callable[[int, int], None]) -> Callable[[], None]:
     _unmap_listeners.append(listener)
     return lambda: _unmap_listeners.remove(listener) if listener in _unmap_listeners else None
 
+
 # The framework caps tensor allocations at 1 GiB (hdi.md 3.14); so do we, per region.
 MAX_REGION_BYTES = 1 << 30
 
