@@ -74,7 +74,7 @@ def bench_json(runtime: Path, *args) -> dict:
 NODES = {0, 1, 2}  # the MLP: FullConnection, FullConnection, Softmax
 
 
-@pytest.mark.parametrize("driver, extra", [("cpunumpy", ()),
+@pytest.mark.parametrize("driver, extra", [("cpunumpy", ()), ("gpu", ()),
                                            ("npu", ("--float16",))])
 def test_every_node_timed(drivers, models, driver, extra):
     if driver == "gpu" and not opencl_available():
@@ -129,8 +129,11 @@ def _within(inner: dict, outer: dict, slack_us: float = 1.0) -> bool:
         inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"] + slack_us
 
 
-@pytest.mark.parametrize("driver, extra", [("cpunumpy", ()), ("npu", ("--float16",))])
+@pytest.mark.parametrize("driver, extra", [("cpunumpy", ()), ("cpuort", ()), ("gpu", ()),
+                                           ("npu", ("--float16",))])
 def test_trace_is_trace_event_format(drivers, models, tmp_path, driver, extra):
+    if driver == "gpu" and not opencl_available():
+        pytest.skip("no OpenCL device")
     trace = tmp_path / "bench.json"
     out = bench_json(drivers, models["mlp"], "--device", driver, "-n", "3", "--trace", trace,
                      "--profile-runs", str(PROFILE_RUNS), *extra)
@@ -159,15 +162,19 @@ def test_trace_is_trace_event_format(drivers, models, tmp_path, driver, extra):
     transports = [e for e in spans if e["cat"] == "Transport"]
     assert len(transports) == 2 * PROFILE_RUNS
     nodes = [e for e in spans if e["cat"] == "Node"]
-    assert len(nodes) == PROFILE_RUNS * len(NODES)
+    per_run = len(nodes) // PROFILE_RUNS
+    assert len(nodes) == PROFILE_RUNS * per_run and per_run >= 1
+    assert sorted(n for e in nodes[:per_run] for n in e["args"]["nodes"]) == sorted(NODES)
     for k, (run, served, compute) in enumerate(zip(runs, driver_runs, computes)):
         assert run["name"] == f"run {k}" and served["name"] == f"Run {k}"
         assert _within(served, run) and _within(compute, served)
         mine = [n for n in nodes if _within(n, compute)]
-        assert len(mine) == len(NODES)
+        assert len(mine) == per_run
         assert sum(1 for t in transports if _within(t, run)) == 2
     if driver == "npu":
         assert all(n["args"]["simulated_ms"] > 0 for n in nodes)
+    if driver == "gpu":
+        assert all(n["args"]["device_ms"] > 0 for n in nodes)
 
 
 def test_report_keeps_raw_latencies(drivers, models, tmp_path):

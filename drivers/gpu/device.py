@@ -28,7 +28,8 @@ from .opencl import BroughtPrograms, ClRuntime, choose_device
 from .plan import GpuPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import graph_cache
-from nnrt.server.device import CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel
+from nnrt.server.device import (CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel,
+                                StepTime)
 from nnrt.common.errors import NNRT_INVALID_MODEL_CACHE, DriverError
 from nnrt.server.graph import Graph, Shape
 
@@ -64,6 +65,12 @@ class GpuPreparedModel(PreparedModel):
     def run(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck) -> list[np.ndarray]:
         with self._programs():  # a new input shape may build programs
             return self.plan.run(inputs, cancelled)
+
+    def run_profiled(self, inputs: Sequence[np.ndarray], cancelled: CancelCheck,
+                     steps: list[StepTime]) -> list[np.ndarray]:
+        """Each node's kernels timed by OpenCL profiling events and on the host."""
+        with self._programs():
+            return self.plan.run(inputs, cancelled, steps=steps)
 
     writes_into_outputs = True  # the device-to-host copy lands in the client's windows
 
