@@ -15,7 +15,6 @@ import time
 import numpy as np
 import pytest
 
-from nnrt.client import Model
 from nnrt.client.core import hetero as hetero_module
 from nnrt.client.core.device import DeviceRegistry
 from nnrt.client.core.errors import NNRtError, OH_NN_UNAVAILABLE_DEVICE
@@ -27,6 +26,7 @@ from tests.capi.util_executor import use_runtime
 from tests.conftest import start_driver, wait_until
 from tests.helpers.admin import set_faults
 from tests.helpers.patched_driver import start_patched_driver
+from tests.helpers.hetero_models import mlp
 
 pytestmark = pytest.mark.multiprocess
 
@@ -68,24 +68,12 @@ def drivers(tmp_path, monkeypatch):
         driver.stop()
 
 
-def mlp() -> tuple[Model, np.ndarray, np.ndarray]:
-    w1 = RNG.standard_normal((32, 16)).astype(np.float32)
-    w2 = RNG.standard_normal((10, 32)).astype(np.float32)
-    m = Model()
-    x = m.input([None, 16])
-    m.outputs(m.softmax(m.fully_connected(m.fully_connected(x, w1, activation="relu"), w2)))
-    xs = RNG.standard_normal((4, 16)).astype(np.float32)
-    h = np.maximum(xs @ w1.T, 0) @ w2.T
-    e = np.exp(h - h.max(axis=1, keepdims=True))
-    return m, xs, e / e.sum(axis=1, keepdims=True)
-
-
 def drivers_of(plan) -> list[str]:
     return [s.device.driver for s in plan.steps]
 
 
 def test_a_device_error_moves_the_run_and_the_device_comes_back(drivers, caplog):
-    model, x, want = mlp()
+    model, x, want = mlp(RNG)
     with model, model.compile(["lost", "cpu"]) as compiled, compiled.executor() as ex:
         hetero = compiled.hetero
         preferred = hetero.preferred
@@ -125,7 +113,7 @@ def test_a_device_error_moves_the_run_and_the_device_comes_back(drivers, caplog)
 def test_a_bad_input_evicts_no_device(drivers):
     """A tensor the healthy preferred device refuses (NNRT_INVALID_SHAPE): that run fails
     with the single-device code, the plan stays, the next good run is on the same plan."""
-    model, x, want = mlp()
+    model, x, want = mlp(RNG)
     with model:
         lowered = model.handle.lowered()
     registry = DeviceRegistry(drivers["runtime"])
@@ -159,7 +147,7 @@ def test_a_bad_input_evicts_no_device(drivers):
 
 def test_device_busy_evicts_no_device(drivers):
     """NNRT_DEVICE_BUSY (the driver's flow control) fails the run as on one device."""
-    model, x, _ = mlp()
+    model, x, _ = mlp(RNG)
     with model, model.compile(["lost", "cpu"]) as compiled, compiled.executor() as ex:
         preferred = compiled.hetero.preferred
         set_faults(drivers["lost"], deviceBusy=True)
@@ -174,7 +162,7 @@ def test_device_busy_evicts_no_device(drivers):
 
 
 def test_without_failover_the_device_error_is_the_runs(drivers):
-    model, x, want = mlp()
+    model, x, want = mlp(RNG)
     with model, model.compile(["lost", "cpu"], failover=False) as compiled, \
             compiled.executor() as ex:
         drivers["flag"].touch()
@@ -189,7 +177,7 @@ def test_without_failover_the_device_error_is_the_runs(drivers):
 
 def test_an_async_run_meeting_a_device_error_gets_its_result(drivers):
     """From asyncio: the result, no service-death notice (the driver did not die)."""
-    model, x, want = mlp()
+    model, x, want = mlp(RNG)
     with model, model.compile(["lost", "cpu"]) as compiled, compiled.executor() as ex:
         drivers["flag"].touch()
         got = asyncio.run(ex.run_async(x, timeout=10))

@@ -13,11 +13,11 @@ import time
 import numpy as np
 import pytest
 
-from nnrt.client import Model
 from nnrt.client.core import execution
 from nnrt.client.core.errors import NNRtError, OH_NN_CONNECTION_EXCEPTION, OH_NN_SUCCESS
 from tests.capi.util_executor import use_runtime
 from tests.conftest import start_driver, wait_until
+from tests.helpers.hetero_models import mlp
 
 RNG = np.random.default_rng(261)
 GPU = ("gpu", "--cl-device", "any")
@@ -34,21 +34,8 @@ def drivers(runtime_dir, monkeypatch):
             driver.stop()
 
 
-def mlp() -> tuple[Model, np.ndarray, np.ndarray]:
-    """A model the GPU runs whole: the preferred plan is one GPU step."""
-    w1 = RNG.standard_normal((32, 16)).astype(np.float32)
-    w2 = RNG.standard_normal((10, 32)).astype(np.float32)
-    m = Model()
-    x = m.input([None, 16])
-    m.outputs(m.softmax(m.fully_connected(m.fully_connected(x, w1, activation="relu"), w2)))
-    xs = RNG.standard_normal((4, 16)).astype(np.float32)
-    h = np.maximum(xs @ w1.T, 0) @ w2.T
-    e = np.exp(h - h.max(axis=1, keepdims=True))
-    return m, xs, e / e.sum(axis=1, keepdims=True)
-
-
 def test_sigkill_of_the_preferred_driver_in_a_loop_of_runs(drivers, runtime_dir):
-    model, x, want = mlp()
+    model, x, want = mlp(RNG)
     with model, model.compile(["gpu", "cpu"]) as compiled, compiled.executor() as ex:
         hetero = compiled.hetero
         preferred = hetero.preferred
@@ -90,7 +77,7 @@ def test_an_async_run_in_flight_reports_the_death_and_its_result(runtime_dir, mo
     cpu = start_driver(runtime_dir, "cpu")
     try:
         with use_runtime(monkeypatch, runtime_dir):
-            model, x, want = mlp()
+            model, x, want = mlp(RNG)
             with model, model.compile(["gpu", "cpu"]) as compiled, compiled.executor() as ex:
                 slot = ex._acquire(ex._arrays([x], {}))
                 events: list[str] = []
@@ -120,7 +107,7 @@ def test_an_async_run_in_flight_reports_the_death_and_its_result(runtime_dir, mo
 
 
 def test_without_failover_a_death_is_the_error(drivers, runtime_dir):
-    model, x, want = mlp()
+    model, x, want = mlp(RNG)
     with model, model.compile(["gpu", "cpu"], failover=False) as compiled, \
             compiled.executor() as ex:
         np.testing.assert_allclose(ex.run(x), want, rtol=1e-4, atol=1e-6)
