@@ -221,26 +221,19 @@ def _priority_round(runtime_dir: Path, name: str) -> tuple[dict, dict[str, str]]
 @pytest.mark.multiprocess
 def test_high_priority_waits_at_most_one_node(tmp_path):
     """A HIGH run waits for the LOW node in progress alone: no node of another run takes the
-    device while it waits (counted by the device, whatever the host's speed), and its wait is
-    at most that node (+ 2 ms). The time bound assumes a host that computes faster than the
-    simulated chip: on a machine busy with other work a round can miss it, so the best of
-    three rounds is taken (each on a fresh driver)."""
+    device while it waits — counted by the device's scheduler (sim_wait_high_max_nodes),
+    whatever the host's speed. How long that is in milliseconds depends on the host and is
+    measured, not asserted (docs/accelerator.md; a wall-clock bound failed now and then on
+    a busy machine although the order held)."""
     node = predicted(chain(4, 512, 16), ht.PERFORMANCE_NONE) / 4
-    rounds = []
-    for attempt in range(3):
-        results, details = _priority_round(tmp_path / "rt", f"accel{attempt}")
-        assert all("latencies" in r for r in results), results
-        assert int(details["sim_wait_high_runs"]) == len(results[2]["latencies"]) > 10
-        # the LOW runs did queue behind each other (the device was saturated) and the HIGH
-        # runs went ahead of them: they overtook LOW nodes, no node overtook them
-        assert float(details["sim_wait_low_mean_ms"]) > node * 1e3 / 2, details
-        assert int(details["sim_wait_low_max_nodes"]) > 0, details
-        assert details["sim_wait_high_max_nodes"] == "0", details
-        rounds.append({k: v for k, v in details.items() if "wait" in k or "late" in k})
-        if float(details["sim_wait_high_max_ms"]) <= node * 1e3 + 2.0:
-            return
-    pytest.fail(f"HIGH waited more than one node ({node * 1e3:.3f} ms) + 2 ms in 3 rounds: "
-                f"{rounds}")
+    results, details = _priority_round(tmp_path / "rt", "accel0")
+    assert all("latencies" in r for r in results), results
+    assert int(details["sim_wait_high_runs"]) == len(results[2]["latencies"]) > 10
+    # the LOW runs did queue behind each other (the device was saturated) and the HIGH
+    # runs went ahead of them: they overtook LOW nodes, no node overtook them
+    assert float(details["sim_wait_low_mean_ms"]) > node * 1e3 / 2, details
+    assert int(details["sim_wait_low_max_nodes"]) > 0, details
+    assert details["sim_wait_high_max_nodes"] == "0", details
 
 
 @pytest.mark.multiprocess
