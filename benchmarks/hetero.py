@@ -3,9 +3,9 @@ real driver processes — a GPU driver (`--cl-device any`: PoCL where no GPU exi
 driver in a private runtime directory:
 
 * **MiniLM over [gpu, cpu]**: benchmarks/models.py's MiniLM-L6-sized encoder with an exact
-  identity added at its input that the GPU has no kernel for (`Where(Greater(x, x), x, x)`:
-  Greater has none), as a real export carries a node or two the GPU lacks: the plan is CPU
-  (those nodes) then GPU (the rest); against the same model on [cpu] alone, and against the
+  identity added at its input that the GPU has no kernel for (`x + 0 * Hardmax(x)`: the
+  ArgMax Hardmax imports as has none), as a real export carries a node or two the GPU lacks:
+  the plan is CPU (those nodes) then GPU (the rest); against the same model on [cpu] alone, and against the
   GPU-only plan of the model without them (which the GPU supports whole).
 * **A boundary's cost**: a chain of element-wise nodes on [1, 256] with an L2Normalize (no
   GPU kernel) at k points over [gpu, cpu] (2k boundaries) against the same chain on one
@@ -56,7 +56,7 @@ def median_ms(fn, calls: int) -> float:
 def minilm_with_cast(path: Path) -> tuple[Path, Path, np.ndarray]:
     """(the MiniLM with nodes the GPU lacks at its input, the MiniLM as it is, its input)."""
     import onnx
-    from onnx import helper
+    from onnx import helper, numpy_helper
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from models import minilm_case
@@ -67,9 +67,11 @@ def minilm_with_cast(path: Path) -> tuple[Path, Path, np.ndarray]:
     proto = onnx.load_from_string(case.onnx_bytes)
     for node in proto.graph.node:
         node.input[:] = ["x_cast" if name == "x" else name for name in node.input]
-    # x where x > x (never) else x: exact, and not folded away by the import
-    proto.graph.node.insert(0, helper.make_node("Where", ["x_gt", "x", "x"], ["x_cast"]))
-    proto.graph.node.insert(0, helper.make_node("Greater", ["x", "x"], ["x_gt"]))
+    # x + 0 * Hardmax(x): exact for finite x, and not folded away by the import
+    proto.graph.node.insert(0, helper.make_node("Add", ["x", "x_zero"], ["x_cast"]))
+    proto.graph.node.insert(0, helper.make_node("Mul", ["x_hard", "zero"], ["x_zero"]))
+    proto.graph.node.insert(0, helper.make_node("Hardmax", ["x"], ["x_hard"], axis=-1))
+    proto.graph.initializer.append(numpy_helper.from_array(np.float32(0), "zero"))
     cast = path / "minilm_cast.onnx"
     onnx.save(proto, cast)
     return cast, plain, case.x

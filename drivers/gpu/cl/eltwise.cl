@@ -8,6 +8,7 @@
 #define OP_MAX 4
 #define OP_MIN 5
 #define OP_SQUARED_DIFFERENCE 6
+#define OP_MOD 7
 
 inline float binary_op(float x, float y, int op) {
     switch (op) {
@@ -19,6 +20,7 @@ inline float binary_op(float x, float y, int op) {
     case OP_MAX: return (x != x || y != y) ? x + y : fmax(x, y);
     case OP_MIN: return (x != x || y != y) ? x + y : fmin(x, y);
     case OP_SQUARED_DIFFERENCE: return (x - y) * (x - y);
+    case OP_MOD: return fmod(x, y);
     default: return x;
     }
 }

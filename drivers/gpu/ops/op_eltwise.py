@@ -1,5 +1,5 @@
 """Element-wise binaries (AddFusion, SubFusion, MulFusion, DivFusion, Eltwise, Maximum,
-Minimum, SquaredDifference) with numpy broadcasting and the fused activation, and the
+Minimum, SquaredDifference, RealDiv, Mod) with numpy broadcasting and the fused activation, and the
 Activation operator; float32.
 
 A binary accepts the plan's epilogue (an Activation after it, or a residual Add) and its
@@ -30,7 +30,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.graph import NodeSpec
 
-OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MAX, OP_MIN, OP_SQUARED_DIFFERENCE = range(7)
+OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MAX, OP_MIN, OP_SQUARED_DIFFERENCE, OP_MOD = range(8)
 
 _BINARY = {
     na.NODE_TYPE_ADD_FUSION: OP_ADD,
@@ -40,6 +40,8 @@ _BINARY = {
     na.NODE_TYPE_MAXIMUM: OP_MAX,
     na.NODE_TYPE_MINIMUM: OP_MIN,
     na.NODE_TYPE_SQUARED_DIFFERENCE: OP_SQUARED_DIFFERENCE,
+    na.NODE_TYPE_REAL_DIV: OP_DIV,  # DivFusion without an activation (floats: IEEE)
+    na.NODE_TYPE_MOD: OP_MOD,  # C's fmod: exact, so float16 mode rounds nothing
 }
 _ELTWISE_MODES = {ht.ELTWISE_MODE_PROD: OP_MUL, ht.ELTWISE_MODE_SUM: OP_ADD,
                   ht.ELTWISE_MODE_MAXIMUM: OP_MAX}
