@@ -36,7 +36,7 @@ import numpy as np
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 from .api import Compiled, Executor, Model
-from .onnx_import import IOInfo, describe_io, import_onnx, load_onnx
+from .onnx_import import IOInfo, as_fed, as_given, describe_io, import_onnx, load_onnx
 
 __all__ = ["NnrtBackend", "NnrtBackendRep", "nnrt_device"]
 
@@ -90,14 +90,10 @@ class NnrtBackendRep(BackendRep):
             if len(given) != len(names):
                 raise ValueError(f"{len(given)} inputs given, the model takes {len(names)} "
                                  f"({names})")
-        arrays = []
-        for info, value in zip(self.inputs, given):
-            array = np.asarray(value)
-            arrays.append(array.reshape(1) if not info.shape and array.ndim == 0 else array)
+        arrays = [as_fed(info, value) for info, value in zip(self.inputs, given)]
         result = self._executor.run(*arrays, **kwargs)
         results = list(result) if isinstance(result, tuple) else [result]
-        shaped = [r.reshape(()) if not info.shape and r.size == 1 else r
-                  for info, r in zip(self.outputs, results)]
+        shaped = [as_given(info, r) for info, r in zip(self.outputs, results)]
         return namedtupledict("Outputs", [o.name for o in self.outputs])(*shaped)
 
     def close(self) -> None:

@@ -125,6 +125,19 @@ class IOInfo:
     dtype: np.dtype
 
 
+# A rank-0 ONNX input or output is computed as a [1] tensor (OH_NN has no rank-0 tensor):
+# fed as [1], given back with shape () — as onnxruntime gives it.
+def as_fed(info: Any, value: Any) -> np.ndarray:
+    """An input as the device takes it (`info`: anything with the ONNX `shape`)."""
+    array = np.asarray(value)
+    return array.reshape(1) if not info.shape and array.ndim == 0 else array
+
+
+def as_given(info: Any, array: np.ndarray) -> np.ndarray:
+    """An output as ONNX gives it."""
+    return array.reshape(()) if not info.shape and array.size == 1 else array
+
+
 # -- loading and describing ------------------------------------------------------------------
 
 

@@ -76,6 +76,7 @@ from nnrt.client.core.execution import Binding, OutputsTooSmall, describe_bindin
 from nnrt.common.hdi_model import DATA_TYPES, hdi_format
 
 from .api import DEFAULT_RUN_TIMEOUT, Compiled, Executor, Model
+from .onnx_import import as_fed, as_given
 
 __all__ = ["InferenceSession", "IOBinding", "NodeArg", "RunOptions", "SessionOptions",
            "SharedTensor", "get_available_providers"]
@@ -403,12 +404,12 @@ class InferenceSession:
         if isinstance(run_options, RunOptions):
             results = self._run_terminable(input_feed, run_options)
         else:
-            arrays = [_fed(arg, input_feed[arg.name]) for arg in self._inputs]
+            arrays = [as_fed(arg, input_feed[arg.name]) for arg in self._inputs]
             result = self._live_executor().run(*arrays, timeout=self._timeout(run_options))
             results = list(result) if isinstance(result, tuple) else [result]
         by_name = {}
         for arg, r in zip(self._outputs, results):
-            by_name[arg.name] = r.reshape(()) if not arg.shape and r.size == 1 else r
+            by_name[arg.name] = as_given(arg, r)
         return [by_name[n] for n in wanted]
 
     def _run_terminable(self, input_feed: Mapping[str, Any], run_options: RunOptions
@@ -450,12 +451,6 @@ class InferenceSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _fed(arg: NodeArg, value: Any) -> np.ndarray:
-    """An input as the device takes it: a rank-0 ONNX input is computed as [1]."""
-    array = np.asarray(value)
-    return array.reshape(1) if not arg.shape and array.ndim == 0 else array
 
 
 _HDI_TYPE = {dtype: hdi for hdi, dtype in DATA_TYPES.values() if dtype is not None}
@@ -542,7 +537,7 @@ class IOBinding:
     def bind_cpu_input(self, name: str, arr_on_cpu: Any) -> None:
         """Copy `arr_on_cpu` into the input's shared tensor, once: every run reads it there."""
         arg, io = self._io(name, output=False)
-        array = _fed(arg, arr_on_cpu)
+        array = as_fed(arg, arr_on_cpu)
         fixed = [d for d in io.shape]
         if array.ndim != len(fixed) or any(0 <= d != n for d, n in zip(fixed, array.shape)):
             raise ValueError(f"input {name!r}: shape {array.shape}, the model takes "
@@ -625,9 +620,8 @@ class IOBinding:
             if arg.name not in self._shapes:
                 raise ValueError(f"output {arg.name!r}: no run since it was bound")
             _, io = self._io(arg.name, output=True)
-            array = self._outputs[arg.name].memory.array(io.dtype, self._shapes[arg.name])
-            if not arg.shape and array.size == 1:  # a rank-0 ONNX output, computed as [1]
-                array = array.reshape(())
+            array = as_given(arg, self._outputs[arg.name].memory.array(io.dtype,
+                                                                       self._shapes[arg.name]))
             arrays.append(array.copy() if copy else array)
         return arrays
 
