@@ -1,0 +1,428 @@
+"""CPU time of a tiny Run, client and driver side, whole and stage by stage.
+
+What a Run costs the machine, not how long it takes: wall time on a small VM swings with
+its wake-ups from one sitting to the next, CPU time does not. The same tiny Run as
+benchmarks/transport.py (c) — a one-element ADD through OH_NNExecutor_RunSync, tensors
+made once — `--runs` times in a row (10 000 by default), against a CPU driver in its own
+process:
+
+(1) cost   user + system time of the client process (getrusage) and of the driver process
+           (every thread's run time from /proc/<pid>/task/*/schedstat, in ns), divided by
+           the runs; the target (issue 32) is <= 30 µs for both together. Beside it the
+           floor of any Python client/driver pair: a bare 64-byte SOCK_SEQPACKET
+           ping-pong between two Python processes, blocking recv on both sides, measured
+           the same way.
+(2) stages the same runs with each stage's functions wrapped by thread-CPU timers (this
+           benchmark's own instrumentation, in a child client process and a driver started
+           with the wrappers; nothing of it is in the product): client check (C API
+           argument checks), encode (the request's bytes), send, wait (asleep or polling
+           for the reply, and its receive), decode (the reply's protobuf and output shapes);
+           driver wake (the selector), poll (the spin for the next Run), receive, admit
+           (the run's admission and choice of thread), check (the known request's lookup,
+           the run's counters), compute (buffers borrowed, the bound onnxruntime call),
+           reply (the reply's send). The timers add ~1 µs a stage; (1) is the clean figure.
+
+    python benchmarks/run_cost.py [--runs 10000] [--no-stages]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+CPU_TARGET_US = 30.0
+_STAGES: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # name -> [ns, calls]
+
+
+def process_cpu_ns(pid: int) -> int:
+    """On-CPU ns of every thread of `pid` (schedstat: ns precision, unlike stat's ticks)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that ended meanwhile (its time is lost: a few µs at most)
+    return total
+
+
+def self_cpu_ns() -> int:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return round((usage.ru_utime + usage.ru_stime) * 1e9)
+
+
+def peer_pid(sock: socket.socket) -> int:
+    import struct
+    pid, _, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    return pid
+
+
+def timed_stage(name: str, fn):
+    """`fn` with its calls' thread CPU time added to stage `name` (nested stages count in
+    both: the report subtracts)."""
+    clock = time.thread_time_ns
+    cell = _STAGES[name]
+
+    def wrapper(*args, **kwargs):
+        started = clock()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            cell[0] += clock() - started
+            cell[1] += 1
+    wrapper.__wrapped__ = fn
+    return wrapper
+
+
+def _reset_stages() -> None:
+    for cell in _STAGES.values():  # the wrappers hold the cells: zeroed, not replaced
+        cell[0] = cell[1] = 0
+
+
+# -- the driver with stage timers (a child process) ---------------------------------------------
+
+
+def probe_driver(directory: str, dump: str) -> int:
+    """Serve `nnrt-driver cpu` in `directory` with stage timers; the timers' totals are
+    written to `dump` (JSON) whenever `dump`.want appears, and reset when `dump`.reset does."""
+    import selectors
+
+    from nnrt.common import session_channel
+    from nnrt.server import execution, main, servicers, sessions
+
+    server = sessions.SessionChannelServer
+    server._serve = timed_stage("serve", server._serve)
+    server._start_run = timed_stage("start_run", server._start_run)
+    server._spin = timed_stage("poll", server._spin)
+    server._send_run_reply = staticmethod(timed_stage(
+        "reply", server.__dict__["_send_run_reply"].__func__))
+    selector = type(selectors.DefaultSelector())
+    selector.select = timed_stage("select", selector.select)
+    session_channel.receive_packet = timed_stage("receive", session_channel.receive_packet)
+    servicers.PreparedModelServicer.run_packet = timed_stage(
+        "run_packet", servicers.PreparedModelServicer.run_packet)
+    servicers.PreparedModelServicer.run_estimate = timed_stage(
+        "estimate", servicers.PreparedModelServicer.run_estimate)
+    execution.execute = timed_stage("compute", execution.execute)
+
+    def dumper() -> None:
+        want, reset = Path(dump + ".want"), Path(dump + ".reset")
+        while True:
+            time.sleep(0.1)
+            if reset.exists():
+                _reset_stages()
+                reset.unlink()
+                threads = {t.name: t.native_id for t in threading.enumerate()}
+                Path(dump + ".threads").write_text(json.dumps(threads))
+            if want.exists():
+                Path(dump).write_text(json.dumps(dict(_STAGES)))
+                want.unlink()
+
+    threading.Thread(target=dumper, daemon=True, name="stage-dump").start()
+    return main.main(["cpu", "--runtime-dir", directory, "--log-level", "WARNING"])
+
+
+def _ask(dump: str, what: str, timeout: float = 10.0) -> None:
+    Path(f"{dump}.{what}").write_text("")
+    deadline = time.monotonic() + timeout
+    while Path(f"{dump}.{what}").exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the probe driver did not answer {what}")
+        time.sleep(0.02)
+
+
+def start_driver(directory: str, probe_dump: str | None = None) -> subprocess.Popen:
+    """A CPU driver serving `directory` (with stage timers when `probe_dump`)."""
+    from nnrt.common.runtime_dir import session_socket
+
+    if probe_dump:
+        argv = [sys.executable, __file__, "--probe-driver", directory, "--dump", probe_dump]
+    else:
+        argv = [sys.executable, "-m", "nnrt.server", "cpu", "--runtime-dir", directory,
+                "--log-level", "WARNING"]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    path = session_socket(Path(directory), "cpu")
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("the driver did not start")
+        time.sleep(0.05)
+    return proc
+
+
+# -- the client --------------------------------------------------------------------------------
+
+
+def tiny_run():
+    """(run, session socket, close): one RunSync of a one-element ADD, tensors made once."""
+    import numpy as np
+
+    from nnrt.client import capi
+    from nnrt.client.core.device import registry
+
+    from _common import add_one_executor, float32_desc  # benchmarks/_common.py
+
+    executor = add_one_executor()
+    d = float32_desc([1])
+    tin, tout = capi.OH_NNTensor_Create(0, d), capi.OH_NNTensor_Create(0, d)
+    capi.OH_NNTensorDesc_Destroy(d)
+    np.frombuffer(capi.OH_NNTensor_GetDataBuffer(tin), np.float32)[:] = 41.0
+    ins, outs = [tin], [tout]
+    run_sync = capi.OH_NNExecutor_RunSync
+
+    def run() -> None:
+        if run_sync(executor, ins, 1, outs, 1) != 0:
+            raise RuntimeError("RunSync failed")
+
+    run()
+    assert np.frombuffer(capi.OH_NNTensor_GetDataBuffer(tout), np.float32)[0] == 42.0
+    client, _ = executor.session()
+
+    def close() -> None:
+        capi.OH_NNTensor_Destroy(tin)
+        capi.OH_NNTensor_Destroy(tout)
+        capi.OH_NNExecutor_Destroy(executor)
+        registry().close()
+
+    return run, client._sock, close
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` onto `cpus`."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(task), cpus)
+        except (ProcessLookupError, OSError):
+            pass
+
+
+def measure_cost(run, driver_pid: int, runs: int, split: bool = False) -> dict[str, float]:
+    """CPU per run; `split`: the client on the first CPU, the driver on the second (each
+    packet then wakes the other CPU, as two busy processes on a loaded machine see it)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if split and len(cpus) > 1:
+        pin(os.getpid(), {cpus[0]})
+        pin(driver_pid, {cpus[1]})
+    for _ in range(min(1000, runs // 10)):
+        run()
+    client0, driver0, wall0 = self_cpu_ns(), process_cpu_ns(driver_pid), time.perf_counter()
+    for _ in range(runs):
+        run()
+    wall = time.perf_counter() - wall0
+    client = self_cpu_ns() - client0
+    driver = process_cpu_ns(driver_pid) - driver0
+    if split and len(cpus) > 1:
+        pin(os.getpid(), set(cpus))
+        pin(driver_pid, set(cpus))
+    return {"client_us": client / runs / 1e3, "driver_us": driver / runs / 1e3,
+            "total_us": (client + driver) / runs / 1e3, "wall_us": wall / runs * 1e6}
+
+
+def serve_pingpong(path: str) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(1)
+    print("ready", flush=True)
+    conn, _ = listener.accept()
+    while True:
+        data = conn.recv(128)
+        if not data:
+            return
+        conn.send(data)
+
+
+def measure_pingpong(runs: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "pp.sock")
+        proc = subprocess.Popen([sys.executable, __file__, "--serve-pingpong", path],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == "ready"
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            sock.connect(path)
+            ping = b"p" * 64
+
+            def run() -> None:
+                sock.send(ping)
+                sock.recv(128)
+
+            result = measure_cost(run, proc.pid, runs)
+            sock.close()
+        finally:
+            proc.wait(5)
+    return result
+
+
+def stage_client(directory: str, dump: str, runs: int) -> None:
+    """In a child process: the tiny runs with the client's stage timers, against the probe
+    driver; prints one JSON object (the client's stages and the driver's)."""
+    os.environ["NNRT_RUNTIME_DIR"] = directory
+    from nnrt.client.capi import executor as capi_executor
+    from nnrt.client.core import driver as core_driver
+    from nnrt.client.core import execution as core_execution
+    from nnrt.client.core.prepared_model import PreparedModel
+
+    capi_executor._prepare_run = timed_stage("check", capi_executor._prepare_run)
+    capi_executor.io_bytes = timed_stage("encode", capi_executor.io_bytes)
+    core_driver.run_request_bytes = timed_stage("encode", core_driver.run_request_bytes)
+    if hasattr(core_driver, "encode_run"):
+        core_driver.encode_run = timed_stage("encode", core_driver.encode_run)
+    core_driver.DriverClient._await = timed_stage("wait", core_driver.DriverClient._await)
+    if hasattr(core_driver.DriverClient, "_wait_run"):
+        core_driver.DriverClient._wait_run = timed_stage("wait",
+                                                         core_driver.DriverClient._wait_run)
+    core_driver.DriverClient.run = timed_stage("client_run", core_driver.DriverClient.run)
+    if hasattr(core_driver, "decode_run_reply"):
+        core_driver.decode_run_reply = timed_stage("decode", core_driver.decode_run_reply)
+    else:
+        class _Pb:  # RunReply.FromString timed where driver.py calls it
+            def __getattr__(self, name):
+                return getattr(real_pb, name)
+        real_pb = core_driver.pb
+
+        class _RunReply:
+            FromString = staticmethod(timed_stage("decode", real_pb.RunReply.FromString))
+        proxy = _Pb()
+        proxy.RunReply = _RunReply
+        core_driver.pb = proxy
+    core_execution.output_shapes = timed_stage("decode", core_execution.output_shapes)
+    PreparedModel.store_output_shapes = timed_stage("decode",
+                                                    PreparedModel.store_output_shapes)
+    capi_executor.OH_NNExecutor_RunSync = timed_stage("runsync",
+                                                      capi_executor.OH_NNExecutor_RunSync)
+    from nnrt.client import capi
+    capi.OH_NNExecutor_RunSync = capi_executor.OH_NNExecutor_RunSync
+
+    run, sock, close = tiny_run()
+    driver_pid = peer_pid(sock)
+    for _ in range(min(1000, runs // 10)):
+        run()
+    _reset_stages()
+    _ask(dump, "reset")
+    threads = json.loads(Path(dump + ".threads").read_text())
+    cost = measure_cost(run, driver_pid, runs)
+    _ask(dump, "want")
+    driver = json.loads(Path(dump).read_text())
+    channel_tid = threads.get("session-channel")
+    print(json.dumps({"client": dict(_STAGES), "driver": driver, "cost": cost,
+                      "runs": runs + min(1000, runs // 10), "channel_tid": channel_tid}))
+    close()
+
+
+def stage_table(result: dict, runs: int) -> list[tuple[str, str, float]]:
+    """(side, stage, µs per run) from the timers' inclusive totals."""
+    c = {k: v[0] / 1e3 / runs for k, v in result["client"].items()}
+    d = {k: v[0] / 1e3 / runs for k, v in result["driver"].items()}
+    g = lambda table, k: table.get(k, 0.0)  # noqa: E731
+    rows = [
+        ("client", "check (C API arguments)", g(c, "check")),
+        ("client", "encode (request bytes)", g(c, "encode")),
+        ("client", "send (and the run's bookkeeping)",
+         g(c, "client_run") - g(c, "wait") - g(c, "encode") - g(c, "decode") * 0),
+        ("client", "wake (wait/poll + receive)", g(c, "wait")),
+        ("client", "decode (reply, output shapes)", g(c, "decode")),
+        ("client", "C API and core glue",
+         g(c, "runsync") - g(c, "client_run") - g(c, "check") - g(c, "decode")),
+        ("driver", "wake (selector wait)", g(d, "select") - g(d, "poll") * 0),
+        ("driver", "poll (spin for the next Run)", g(d, "poll")),
+        ("driver", "receive", g(d, "receive")),
+        ("driver", "admit (header, limits, estimate)",
+         g(d, "start_run") - g(d, "run_packet") - g(d, "reply")),
+        ("driver", "check (known request, counters)", g(d, "run_packet") - g(d, "compute")),
+        ("driver", "compute (borrow + bound run)", g(d, "compute")),
+        ("driver", "reply (send)", g(d, "reply")),
+        ("driver", "loop (selector dispatch)",
+         g(d, "serve") - g(d, "receive") - g(d, "start_run")),
+    ]
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--no-stages", action="store_true", help="skip (2)")
+    parser.add_argument("--probe-driver", help=argparse.SUPPRESS)
+    parser.add_argument("--dump", help=argparse.SUPPRESS)
+    parser.add_argument("--stage-client", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-pingpong", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.probe_driver:
+        return probe_driver(args.probe_driver, args.dump)
+    if args.serve_pingpong:
+        serve_pingpong(args.serve_pingpong)
+        return 0
+    if args.stage_client:
+        stage_client(args.stage_client, args.dump, args.runs)
+        return 0
+
+    import logging
+    logging.basicConfig(level=logging.WARNING)
+    os.environ["NNRT_NO_EMBEDDED"] = "1"
+    from nnrt.client.core import driver as core_driver
+    path = "native" if getattr(core_driver, "NATIVE", None) else "python"
+    print(f"tiny Run (1-element ADD, OH_NNExecutor_RunSync, tensors made once), "
+          f"{args.runs} runs, {os.cpu_count()} CPUs, client path: {path}")
+
+    with tempfile.TemporaryDirectory(prefix="nnrt-cost-") as directory:
+        os.chmod(directory, 0o700)
+        os.environ["NNRT_RUNTIME_DIR"] = directory
+        proc = start_driver(directory)
+        try:
+            run, sock, close = tiny_run()
+            cost = measure_cost(run, peer_pid(sock), args.runs)
+            split = measure_cost(run, peer_pid(sock), args.runs, split=True)
+            close()
+        finally:
+            proc.terminate()
+            proc.wait(15)
+    floor = measure_pingpong(args.runs)
+    print("\n(1) CPU time per run (µs), client + driver processes")
+    print(f"{'':34s} {'client':>8s} {'driver':>8s} {'total':>8s} {'wall':>8s}")
+    print(f"{'nnrt tiny Run':34s} {cost['client_us']:8.1f} {cost['driver_us']:8.1f} "
+          f"{cost['total_us']:8.1f} {cost['wall_us']:8.1f}   target total <= "
+          f"{CPU_TARGET_US:g}: {'met' if cost['total_us'] <= CPU_TARGET_US else 'missed'}")
+    print(f"{'  the same, client and driver pinned':34s} {split['client_us']:8.1f} "
+          f"{split['driver_us']:8.1f} {split['total_us']:8.1f} {split['wall_us']:8.1f}   "
+          f"(one CPU each: every packet wakes the other CPU)")
+    print(f"{'python ping-pong (64 B, blocking)':34s} {floor['client_us']:8.1f} "
+          f"{floor['driver_us']:8.1f} {floor['total_us']:8.1f} {floor['wall_us']:8.1f}")
+
+    if not args.no_stages:
+        with tempfile.TemporaryDirectory(prefix="nnrt-stages-") as directory:
+            os.chmod(directory, 0o700)
+            dump = os.path.join(directory, "stages.json")
+            proc = start_driver(directory, dump)
+            try:
+                out = subprocess.run(
+                    [sys.executable, __file__, "--stage-client", directory, "--dump", dump,
+                     "--runs", str(args.runs)], capture_output=True, text=True, timeout=600)
+            finally:
+                proc.terminate()
+                proc.wait(15)
+            if out.returncode:
+                print(out.stderr)
+                return 1
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            runs = result["runs"]  # counted from the reset, after the first warm-up
+            print(f"\n(2) per stage, thread CPU µs per run (timers on: total "
+                  f"client {result['cost']['client_us']:.1f} + driver "
+                  f"{result['cost']['driver_us']:.1f})")
+            for side, stage, us in stage_table(result, runs):
+                print(f"  {side:7s} {stage:36s} {us:7.1f}")
+    print(json.dumps({"cost": cost, "split": split, "pingpong": floor}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
