@@ -78,8 +78,8 @@ from typing import Any
 
 import numpy as np
 
-from . import capi
-from .api import _OH_TYPES, Model, Operand
+from .. import capi
+from ..api import _OH_TYPES, Model, Operand
 
 __all__ = [
     "SUPPORTED_OPERATORS",
@@ -2230,7 +2230,7 @@ def import_onnx(source: Any, *, input_shapes: Mapping[str, Sequence[int | None]]
     if proto.functions:
         names = sorted({f.name for f in proto.functions})
         log.info("model-local functions %s: only used ones are refused", names)
-    from .onnx_ops.functions import expand_functions
+    from ..onnx_ops.functions import expand_functions
 
     proto = expand_functions(proto, set(_HANDLERS))
     importer = _Importer(proto, input_shapes, name_outputs)
