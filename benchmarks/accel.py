@@ -31,7 +31,7 @@ from nnrt.drivers.accel.cost import graph_costs
 from nnrt.drivers.accel.spec import load_spec
 from nnrt.protos import admin_pb2_grpc
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.model_validation import build_graph
+from nnrt.hdi.model_validation import build_graph
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

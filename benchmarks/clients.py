@@ -111,7 +111,7 @@ def lowered_model(cache: bytes) -> bytes | None:
     from nnrt.client.core import model_cache
     from nnrt.drivers.cpu.device import CpuDevice
     from nnrt.drivers.cpu.ort.engine import OrtSegment
-    from nnrt.server.device import PrepareConfig
+    from nnrt.hdi.device import PrepareConfig
 
     _, contents = model_cache.unpack(cache)
     prepared = CpuDevice().prepare_from_cache(contents.blobs, PrepareConfig())

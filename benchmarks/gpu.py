@@ -160,7 +160,7 @@ def int8_latencies(name: str, batch: int, cl_device: str, calls: int
                    ) -> tuple[float, float, int]:
     """Median latencies (s) of one int8 model, the CPU's numpy engine and the GPU's kernels,
     and the largest difference of their outputs in steps."""
-    from nnrt.drivers.cpu.plan import ExecutionPlan
+    from nnrt.hdi.reference.plan import ExecutionPlan
     from nnrt.drivers.gpu.opencl import ClRuntime, choose_device
     from nnrt.drivers.gpu.plan import GpuPlan
 

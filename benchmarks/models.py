@@ -85,7 +85,7 @@ from nnrt.client.core import model_cache
 from nnrt.client.core.device import registry
 from nnrt.client.core.embedded import EmbeddedDrivers
 from nnrt.drivers.cpu.device import CpuDevice
-from nnrt.server.device import PrepareConfig
+from nnrt.hdi.device import PrepareConfig
 from nnrt.common.runtime_dir import ENV as RUNTIME_ENV
 
 OPSET = 17

@@ -11,7 +11,7 @@ graph a compilation prepares (tensors with their data types, dimensions, formats
 quantization parameters; typed nodes with their attributes; inputs and outputs) and the
 front end's description of the inputs and outputs (names, OH_NN data types, shapes with -1
 for a dynamic dimension, OH_NN formats). It is device-independent: unlike a model cache
-(server/graph_cache.py) it names no device and no driver.
+(hdi/graph_cache.py) it names no device and no driver.
 
 File layout (version 1, little endian; suggested extension `.nnrt`):
 

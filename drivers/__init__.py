@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from nnrt.server.device import Device
+from nnrt.hdi.device import Device
 
 
 class DeviceUnavailable(RuntimeError):

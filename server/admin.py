@@ -42,11 +42,11 @@ import logging
 import os
 import time
 
-from nnrt.drivers import reference
+from nnrt.hdi.reference import graph_checks as reference
 from nnrt.protos import admin_pb2 as pb
 from nnrt.protos import admin_pb2_grpc as rpc
 from nnrt.server import buffers
-from nnrt.server.device import Device
+from nnrt.hdi.device import Device
 from nnrt.common.errors import HDF_ERR_INVALID_PARAM, HDF_ERR_NOPERM, NNRT_FAILED
 from nnrt.common.faults import faults_from_proto, faults_to_proto
 from nnrt.server.faults import FaultInjection

@@ -35,7 +35,7 @@ import numpy as np
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server.buffers import BufferTable, SharedRegion
-from nnrt.server.device import BoundRun, CancelCheck, StepTime
+from nnrt.hdi.device import BoundRun, CancelCheck, StepTime
 from nnrt.common.errors import (
     NNRT_FAILED,
     NNRT_INSUFFICIENT_BUFFER,
@@ -50,7 +50,7 @@ from nnrt.common.errors import (
     NNRT_OUT_OF_DIMENTION_RANGES,
     DriverError,
 )
-from nnrt.server.graph import TensorSpec
+from nnrt.hdi.graph import TensorSpec
 from nnrt.server.sessions import PreparedEntry
 
 
@@ -86,7 +86,7 @@ class CheckedRequest:
     The checks of its windows against their buffers are pure as well (a buffer id is never
     reused within a session and a buffer's size is fixed for its life), so they are made
     once (`windows_checked`); and a model that writes into its outputs may bind them once
-    (`bound`, server/device.py `PreparedModel.bind`): the same ids are the same mappings for
+    (`bound`, hdi/device.py `PreparedModel.bind`): the same ids are the same mappings for
     as long as the buffers exist, and a request naming a released one is refused at
     `BufferTable.borrow` before anything runs."""
 

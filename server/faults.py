@@ -40,7 +40,7 @@ import signal
 import threading
 import time
 
-from nnrt.server.device import CancelCheck
+from nnrt.hdi.device import CancelCheck
 from nnrt.common.errors import NNRT_DEVICE_BUSY, NNRT_TIME_OUT, DriverError
 from nnrt.common.faults import Faults
 

@@ -47,7 +47,7 @@ from grpc_reflection.v1alpha import reflection
 
 from nnrt.protos import admin_pb2_grpc, hdi_pb2, hdi_pb2_grpc
 from nnrt.server import admin
-from nnrt.server.device import Device
+from nnrt.hdi.device import Device
 from nnrt.server.faults import FaultInjection
 from nnrt.server.run_scheduler import RunScheduler
 from nnrt.common.runtime_dir import (UnsafeRuntimeDir, admin_token_path, ensure_runtime_dir,

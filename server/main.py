@@ -40,9 +40,11 @@ import sys
 import threading
 from pathlib import Path
 
-from nnrt.drivers import DEVICE_KINDS, DeviceUnavailable, load_device, reference
+from nnrt.drivers import DEVICE_KINDS, DeviceUnavailable, load_device
+from nnrt.hdi.reference import graph_checks as reference
 from nnrt.drivers.cpu.ort import int8_kernels  # its choices and variable (numpy alone)
-from nnrt.server import buffers, cache_key
+from nnrt.server import buffers
+from nnrt.hdi import cache_key
 from nnrt.common.cpus import usable_cores
 from nnrt.common.faults import DEVICE_STATUS, PLAIN_FIELDS, Faults
 from nnrt.server.faults import FaultInjection
@@ -321,7 +323,7 @@ def wait_for_takeover(fd: int, stop: threading.Event) -> bool:
 
 
 def configure_budgets(args: argparse.Namespace) -> None:
-    """The process's memory budgets (server/buffers.py, drivers/reference.py) from the
+    """The process's memory budgets (server/buffers.py, hdi/reference/graph_checks.py) from the
     options; an option left out keeps its documented default."""
     def mib(n: int | None) -> int | None:
         return None if n is None else n << 20

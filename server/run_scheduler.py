@@ -12,7 +12,7 @@ Cores chosen from the load: the budget is `slots` cores. A run of the only activ
 every core (its computation may use them all: the one client is waiting, nobody else
 needs the CPU); any other run one core, so that under load — or with several client
 processes, which need the CPU between their runs — as many runs compute at once as there
-are cores, each on one thread (`granted_cores()`, read by the device inside the run).
+are cores, each on one thread (`granted_cores()` of hdi/cores.py, read by the device inside the run).
 
 Fairness: waiting runs are kept per session and a freed slot goes to the next session in
 round-robin order, so a session that queues many runs (an async flood) delays another
@@ -41,7 +41,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..common.errors import NNRT_OPERATION_FORBIDDEN, NNRT_TIME_OUT, DriverError
+from nnrt.common.errors import NNRT_OPERATION_FORBIDDEN, NNRT_TIME_OUT, DriverError
+from nnrt.hdi.cores import with_cores
 
 POLL_S = 0.05  # how often a waiting run looks whether its caller gave up
 ACTIVE_S = 1.0  # a session that ran this recently counts as active
@@ -50,22 +51,8 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-_granted: ContextVar[int | None] = ContextVar("nnrt_granted_cores", default=None)
 # The cores a run handed over whole holds while the scheduler's thread runs it (`submit`).
 _held: ContextVar[int | None] = ContextVar("nnrt_held_cores", default=None)
-
-
-def granted_cores() -> int | None:
-    """The cores the current run was granted (None: no budget, or outside a run)."""
-    return _granted.get()
-
-
-def _with_cores(cores: int, compute: Callable[[], T]) -> T:
-    token = _granted.set(cores)
-    try:
-        return compute()
-    finally:
-        _granted.reset(token)
 
 
 def _abandoned() -> DriverError:
@@ -130,7 +117,7 @@ class RunScheduler:
             if cancelled():
                 self._count_gave_up()
                 raise _abandoned()
-            return _with_cores(held, compute)
+            return with_cores(held, compute)
         with self._lock:
             if self._closed:
                 raise DriverError(NNRT_OPERATION_FORBIDDEN, "the driver is stopping")
@@ -143,7 +130,7 @@ class RunScheduler:
                 turn = self._queue(session_id, _Turn(compute, cancelled))
         if turn is None:
             try:
-                return _with_cores(cores, compute)
+                return with_cores(cores, compute)
             finally:
                 self._release(cores)
         return self._result(session_id, turn)
@@ -246,7 +233,7 @@ class RunScheduler:
                 if turn.cancelled():
                     self._count_gave_up()
                     raise _abandoned()
-                result = _with_cores(turn.cores, turn.compute)
+                result = with_cores(turn.cores, turn.compute)
             except BaseException as exc:  # noqa: BLE001  (raised on the caller's thread)
                 error = exc
             self._release(turn.cores)

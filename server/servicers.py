@@ -21,7 +21,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import execution
 from nnrt.server.run_scheduler import RunScheduler
 from nnrt.server.buffers import MIB, SharedRegion
-from nnrt.server.device import Device, PreparedModel, StepTime
+from nnrt.hdi.device import Device, PreparedModel, StepTime
 from nnrt.common.errors import (
     HDF_ERR_NOPERM,
     NNRT_CANCELLED,
@@ -37,7 +37,7 @@ from nnrt.common.errors import (
     DriverError,
 )
 from nnrt.server.faults import FaultInjection
-from nnrt.server.model_validation import build_graph, validate_config
+from nnrt.hdi.model_validation import build_graph, validate_config
 from nnrt.common.session_channel import METADATA_KEY
 from nnrt.server.sessions import PreparedEntry, Session, SessionRegistry
 from nnrt.server.stats import RunStats

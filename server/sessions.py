@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.common import session_channel as channel
 from nnrt.server.buffers import MIB, BufferTable, SharedRegion, process_budget
-from nnrt.server.device import PreparedModel
+from nnrt.hdi.device import PreparedModel
 from nnrt.common.errors import (
     HDF_ERR_NOPERM,
     NNRT_DEVICE_BUSY,

@@ -10,13 +10,13 @@ import threading
 import numpy as np
 import pytest
 
-from nnrt.drivers.cpu import arena
-from nnrt.drivers.cpu.activations import apply_activation
-from nnrt.drivers.cpu.kernel import create_kernel
-from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.hdi.reference import arena
+from nnrt.hdi.reference.activations import apply_activation
+from nnrt.hdi.reference.kernel import create_kernel
+from nnrt.hdi.reference.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import DYNAMIC
+from nnrt.hdi.graph import DYNAMIC
 from tests.conftest import in_threads
 from tests.kernels.util import Const, GraphBuilder, make_node, randn
 

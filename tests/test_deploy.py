@@ -116,7 +116,7 @@ def test_units_and_tmpfiles_agree():
         assert service["Group"] == group
         assert service.get("User", "root") == user
         assert service["RestrictAddressFamilies"] == "AF_UNIX"
-        # the model-cache key (server/cache_key.py reads $STATE_DIRECTORY): the two share it
+        # the model-cache key (hdi/cache_key.py reads $STATE_DIRECTORY): the two share it
         assert (service["StateDirectory"], service["StateDirectoryMode"]) == ("nnrt", "0700")
 
 

@@ -9,7 +9,7 @@
   fails if the kernel accumulated in float16; an intermediate rounding (a float16 mean in a
   normalisation, a float16 sum before a division) shows the same way, and an unrounded
   float32 result fails the dtype check of `run_node`.
-* The graph rewrite (drivers/cpu/float16.py) keeps int8 and integer tensors and makes every
+* The graph rewrite (hdi/reference/float16.py) keeps int8 and integer tensors and makes every
   data type code that names a rewritten tensor say FLOAT16: a model mixing int8 and float32
   tensors prepares and runs in float16 mode through a real driver with its int8 results
   bit-exact with float32 mode.
@@ -24,13 +24,13 @@ import pytest
 
 from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.drivers.cpu.device import CpuDevice
-from nnrt.drivers.cpu.float16 import to_float16
+from nnrt.hdi.reference.float16 import to_float16
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.device import PrepareConfig
+from nnrt.hdi.device import PrepareConfig
 from nnrt.common.dtypes import numpy_dtype
 from nnrt.common.errors import NNRT_SUCCESS
-from nnrt.server.model_validation import build_graph
+from nnrt.hdi.model_validation import build_graph
 from tests.kernels.util import Const, make_node, run_node
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)

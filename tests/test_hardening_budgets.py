@@ -20,16 +20,16 @@ import numpy as np
 import pytest
 
 from nnrt.common.hdi_model import HdiModelBuilder, PrepareError
-from nnrt.drivers import reference
+from nnrt.hdi.reference import graph_checks as reference
 from nnrt.drivers.cpu.device import CpuDevice
-from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.hdi.reference.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server import main as driver_main
-from nnrt.server.device import PrepareConfig
+from nnrt.hdi.device import PrepareConfig
 from nnrt.common.errors import NNRT_OUT_OF_MEMORY, NNRT_SUCCESS, DriverError
-from nnrt.server.graph import DYNAMIC
-from nnrt.server.model_validation import build_graph
+from nnrt.hdi.graph import DYNAMIC
+from nnrt.hdi.model_validation import build_graph
 from tests.conftest import memfd_mappings, open_fds, start_driver, wait_until
 
 MIB = 1 << 20

@@ -16,7 +16,7 @@ from google.protobuf import empty_pb2
 from nnrt.client import cli
 from nnrt.client.core.driver import DriverClient
 from nnrt.protos import admin_pb2_grpc
-from nnrt.server import buffers
+from nnrt.hdi import memory_limits
 from nnrt.server.devmgr_config import ConfigError, parse_config
 from nnrt.common.runtime_dir import lock_holder, lock_path
 
@@ -65,22 +65,22 @@ def fake_cgroup(tmp_path: Path, lines: str, files: dict[str, str]) -> tuple[Path
 ])
 def test_cgroup_memory_limit(tmp_path, lines, files, expected):
     root, proc = fake_cgroup(tmp_path, lines, files)
-    assert buffers.cgroup_memory_limit(root, proc) == expected
+    assert memory_limits.cgroup_memory_limit(root, proc) == expected
 
 
 def test_default_budgets_follow_a_lower_cgroup_limit_only(tmp_path, monkeypatch):
     root, _ = fake_cgroup(tmp_path, "", {"memory.max": str(1 << 30),
                                          "memory/memory.limit_in_bytes": str(1 << 30)})
-    monkeypatch.setenv(buffers.CGROUP_ROOT_ENV, str(root))
-    monkeypatch.setattr(buffers, "physical_memory", lambda: 16 << 30)
-    assert buffers.memory_basis() == (1 << 30, "the cgroup memory limit")
-    assert buffers.default_driver_limit() == 512 * MIB
-    assert buffers.default_session_limit(buffers.default_driver_limit()) == 128 * MIB
-    monkeypatch.setattr(buffers, "physical_memory", lambda: 512 * MIB)  # RAM is lower
-    assert buffers.memory_basis() == (512 * MIB, "the physical memory")
-    monkeypatch.setenv(buffers.CGROUP_ROOT_ENV, str(tmp_path / "none"))  # no cgroupfs there
-    monkeypatch.setattr(buffers, "physical_memory", lambda: 16 << 30)
-    assert buffers.default_driver_limit() == 8 << 30
+    monkeypatch.setenv(memory_limits.CGROUP_ROOT_ENV, str(root))
+    monkeypatch.setattr(memory_limits, "physical_memory", lambda: 16 << 30)
+    assert memory_limits.memory_basis() == (1 << 30, "the cgroup memory limit")
+    assert memory_limits.default_driver_limit() == 512 * MIB
+    assert memory_limits.default_session_limit(memory_limits.default_driver_limit()) == 128 * MIB
+    monkeypatch.setattr(memory_limits, "physical_memory", lambda: 512 * MIB)  # RAM is lower
+    assert memory_limits.memory_basis() == (512 * MIB, "the physical memory")
+    monkeypatch.setenv(memory_limits.CGROUP_ROOT_ENV, str(tmp_path / "none"))  # no cgroupfs there
+    monkeypatch.setattr(memory_limits, "physical_memory", lambda: 16 << 30)
+    assert memory_limits.default_driver_limit() == 8 << 30
 
 
 @pytest.mark.multiprocess
@@ -89,7 +89,7 @@ def test_a_driver_under_a_cgroup_limit_reports_its_budgets(tmp_path, runtime_dir
     in `nnrt status`, and in its log."""
     root, _ = fake_cgroup(tmp_path, "", {"memory.max": str(1 << 30),
                                          "memory/memory.limit_in_bytes": str(1 << 30)})
-    monkeypatch.setenv(buffers.CGROUP_ROOT_ENV, str(root))  # inherited by the driver
+    monkeypatch.setenv(memory_limits.CGROUP_ROOT_ENV, str(root))  # inherited by the driver
     driver = start_driver(runtime_dir)
     try:
         status = admin_status(driver)

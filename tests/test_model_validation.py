@@ -1,7 +1,7 @@
 """PrepareModel / GetSupportedOperation validation through a real driver process.
 
 Every bad Model or ModelConfig goes over gRPC to a CPU driver process and must come back
-with the exact code of hdi.md 3.10 / section 11 (as server/model_validation.py implements
+with the exact code of hdi.md 3.10 / section 11 (as hdi/model_validation.py implements
 it); after each refusal the same session still prepares and runs a good model.
 """
 

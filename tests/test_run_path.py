@@ -17,12 +17,12 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server import execution
 from nnrt.server.buffers import SharedRegion
-from nnrt.server.device import PrepareConfig
+from nnrt.hdi.device import PrepareConfig
 from nnrt.common.errors import (NNRT_FAILED, NNRT_INVALID_BUFFER, NNRT_INVALID_MODEL,
                                 NNRT_INVALID_SHAPE, NNRT_OPERATION_FORBIDDEN, NNRT_SUCCESS,
                                 NNRT_TIME_OUT)
 from nnrt.server.faults import FaultInjection
-from nnrt.server.graph import DYNAMIC
+from nnrt.hdi.graph import DYNAMIC
 from nnrt.server.run_scheduler import RunScheduler
 from nnrt.server.servicers import PreparedModelServicer
 from nnrt.server.sessions import (QUICK_RUN_S, SOLO_RUN_S, PreparedEntry, SessionChannelServer,

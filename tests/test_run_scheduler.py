@@ -14,7 +14,8 @@ import pytest
 from nnrt.common.errors import NNRT_OPERATION_FORBIDDEN, NNRT_TIME_OUT, DriverError
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.server import run_scheduler
-from nnrt.server.run_scheduler import QueueStats, RunScheduler, granted_cores
+from nnrt.hdi.cores import granted_cores
+from nnrt.server.run_scheduler import QueueStats, RunScheduler
 from tests.conftest import admin_details, in_threads, start_driver, wait_until
 
 NEVER = lambda: False  # noqa: E731

@@ -1,5 +1,5 @@
 """Nothing a client hands back is trusted as the driver's own (ARCHITECTURE decision 14): model
-caches carry an HMAC under a key only the driver reads (server/cache_key.py), the onnxruntime
+caches carry an HMAC under a key only the driver reads (hdi/cache_key.py), the onnxruntime
 models inside one may not reach outside the blob, a graph blob is validated as a fresh model,
 and OpenCL binaries a cache brings serve its own model alone. Real driver processes."""
 
@@ -18,7 +18,7 @@ from onnx import helper
 
 from nnrt.common.errors import NNRT_INVALID_MODEL_CACHE, NNRT_SUCCESS
 from nnrt.protos import model_types_pb2 as mt
-from nnrt.server import cache_key, sealed_blob
+from nnrt.hdi import cache_key, sealed_blob
 from tests.conftest import admin_details, open_fds, start_driver, wait_until
 from tests.helpers.hdi_models import f32, mlp
 from tests.helpers.model_cache import BATCH, SIZES, exported_blobs, prepare_from, run_prepared

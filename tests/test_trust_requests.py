@@ -39,7 +39,7 @@ from nnrt.common.errors import (
     NNRT_OUT_OF_MEMORY,
     NNRT_SUCCESS,
 )
-from nnrt.server.model_validation import MAX_MODEL_TENSORS, MAX_TENSOR_RANK
+from nnrt.hdi.model_validation import MAX_MODEL_TENSORS, MAX_TENSOR_RANK
 from nnrt.server.servicers import MAX_PREPARE_BLOBS
 from tests.conftest import admin_details, start_driver, wait_until
 from tests.helpers.admin import status

@@ -4,7 +4,7 @@ A tensor whose size depends on values (Tile's run-time multiples, Range's bounds
 run-time shape of Fill / ConstantOfShape / BroadcastTo) counts as 0 when a prepared model's
 run memory is checked; before this fix a run built a 256 MiB intermediate under
 `--max-model-memory-mb 8`. Each run now sizes such a tensor from its values before the
-node that writes it computes (drivers/reference.py, `unsized_outputs` / `RunAllowance`):
+node that writes it computes (hdi/reference/graph_checks.py, `unsized_outputs` / `RunAllowance`):
 beyond the limit the run gets NNRT_OUT_OF_MEMORY, nothing is allocated, the driver keeps
 serving and the same prepared model runs smaller values correctly.
 
@@ -25,11 +25,11 @@ import pytest
 from nnrt.common.errors import NNRT_INVALID_SHAPE, NNRT_OUT_OF_MEMORY, NNRT_SUCCESS, DriverError
 from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.drivers.cpu.device import CpuDevice
-from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.hdi.reference.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.device import PrepareConfig
-from nnrt.server.graph import DYNAMIC
+from nnrt.hdi.device import PrepareConfig
+from nnrt.hdi.graph import DYNAMIC
 from tests.conftest import start_driver, wait_until
 from tests.test_hardening_budgets import local_graph
 
@@ -344,7 +344,7 @@ def test_a_node_that_computes_values_it_gave_no_sizes_for_is_charged_after(monke
     """Should a kernel compute values for which it gave no sizes before (its reference
     inference disagreeing with its run), what it made is still charged: the run is refused
     over the limit and the plan keeps serving."""
-    from nnrt.drivers import reference
+    from nnrt.hdi.reference import graph_checks as reference
 
     def no_sizes(node, arrays):
         raise DriverError(NNRT_INVALID_SHAPE, "no sizes")

@@ -33,8 +33,8 @@ from nnrt.common import model_file
 from nnrt.common.hdi_model import LoweredModel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import DriverError
-from nnrt.server.graph import Graph
-from nnrt.server.model_validation import build_graph
+from nnrt.hdi.graph import Graph
+from nnrt.hdi.model_validation import build_graph
 
 from . import offline
 from .spec import SpecError, load_spec

@@ -78,7 +78,7 @@ import numpy as np
 from .spec import AccelSpec
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import DYNAMIC, Graph, NodeSpec, Shape, TensorSpec
+from nnrt.hdi.graph import DYNAMIC, Graph, NodeSpec, Shape, TensorSpec
 
 __all__ = ["MAC_DEPTH", "PRECISIONS", "NodeCost", "graph_constant_bytes", "graph_costs",
            "node_cost", "precision_of", "total_seconds", "utilisation", "weights_resident"]

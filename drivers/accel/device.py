@@ -20,20 +20,20 @@ from pathlib import Path
 import numpy as np
 
 from .. import DeviceUnavailable
-from ..cpu import blas
-from ..cpu.plan import ExecutionPlan
-from ..memory_budget import MemoryBudget
-from ..reference import supported_operations
+from nnrt.hdi.reference import blas
+from nnrt.hdi.reference.plan import ExecutionPlan
+from nnrt.hdi.memory_budget import MemoryBudget
+from nnrt.hdi.reference.graph_checks import supported_operations
 from . import support
 from .cost import graph_costs
 from .scheduler import DeviceQueue
 from .spec import AccelSpec, SpecError, load_spec
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server import graph_cache
-from nnrt.server.device import (CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel,
+from nnrt.hdi import graph_cache
+from nnrt.hdi.device import (CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel,
                                 StepTime)
 from nnrt.common.errors import NNRT_INVALID_MODEL, NNRT_INVALID_MODEL_CACHE, DriverError
-from nnrt.server.graph import DYNAMIC, Graph, Shape, TensorSpec
+from nnrt.hdi.graph import DYNAMIC, Graph, Shape, TensorSpec
 
 log = logging.getLogger(__name__)
 

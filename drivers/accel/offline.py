@@ -6,7 +6,7 @@ loads it without compiling again. A binary is made for one device specification:
 program it holds is what that NPU runs (float16 / int8, every node accepted by
 drivers/accel/support.py), and its recorded costs are that NPU's.
 
-Layout (version 1, little endian). The envelope is server/sealed_blob.py's:
+Layout (version 1, little endian). The envelope is hdi/sealed_blob.py's:
 
     offset  size  field
     0       8     magic "NNRTNPUB"
@@ -30,7 +30,7 @@ and the payload ends exactly there. The header:
 
 The program is the device graph — the model as `support.device_graph` made it, already
 float16 in relaxed precision, weights quantised / converted — serialised by
-server/graph_cache.py (`encode` with the spec identity, in its checksummed envelope: a
+hdi/graph_cache.py (`encode` with the spec identity, in its checksummed envelope: a
 binary is portable, so no driver's key vouches for it; its own sealed blob nested here, so
 there is one graph serialiser). The I/O descriptors are kept apart from the program because
 in float16 mode the program's edge tensors are float16 while the client still exchanges
@@ -64,11 +64,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from nnrt.server import graph_cache
+from nnrt.hdi import graph_cache
 from nnrt.common.dtypes import numpy_dtype
 from nnrt.common.errors import NNRT_INVALID_MODEL, DriverError
-from nnrt.server.graph import DYNAMIC, Graph, QuantParam, TensorSpec
-from nnrt.server.sealed_blob import seal, unseal
+from nnrt.hdi.graph import DYNAMIC, Graph, QuantParam, TensorSpec
+from nnrt.hdi.sealed_blob import seal, unseal
 
 from . import support
 from .cost import NodeCost, graph_costs

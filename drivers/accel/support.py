@@ -1,7 +1,7 @@
 """What the simulated NPU computes: int8 (quantised) and float16 natively, never float32.
 
 Like an NNAPI accelerator driver, the NPU runs a float32 model only in relaxed precision:
-with EnableFloat16 the graph is rewritten to float16 (drivers/cpu/float16.py, the CPU
+with EnableFloat16 the graph is rewritten to float16 (hdi/reference/float16.py, the CPU
 driver's float16 mode and the rules of semantics.md) before anything else; without it every
 node that computes on float32 is unsupported. float64 is never computed. The numbers are
 the CPU driver's reference kernels in those precisions (shared code, not a copy), so int8
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cpu.float16 import to_float16
-from ..reference import reference_kernel
-from nnrt.drivers.cpu.kernel import unsupported
-from nnrt.server.graph import Graph, NodeSpec
+from nnrt.hdi.reference.float16 import to_float16
+from nnrt.hdi.reference.graph_checks import reference_kernel
+from nnrt.hdi.reference.kernel import unsupported
+from nnrt.hdi.graph import Graph, NodeSpec
 
 # Computing in these is not the NPU's: float32 needs relaxed precision (EnableFloat16).
 _NOT_NATIVE = (np.dtype(np.float32), np.dtype(np.float64))

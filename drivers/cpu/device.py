@@ -2,7 +2,7 @@
 
 * `ort` (the default): the graph is lowered to ONNX and run by onnxruntime
   (`nnrt.drivers.cpu.ort`); nodes that cannot be lowered exactly stay on numpy.
-* `numpy`: every node on its numpy kernel (`nnrt.drivers.cpu.ops`), the readable reference
+* `numpy`: every node on its numpy kernel (`nnrt.hdi.reference.ops`), the readable reference
   of our semantics. Chosen automatically, and said once in the log, when onnxruntime cannot
   be imported.
 """
@@ -16,19 +16,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nnrt.drivers.cpu import ops  # noqa: F401  (every kernel loaded before the driver serves)
-from nnrt.drivers.cpu.float16 import to_float16
-from nnrt.drivers.cpu.kernel import Kernel, create_kernel
-from nnrt.drivers.cpu.plan import ExecutionPlan, StepScope, one_unit_per_node
-from nnrt.drivers.reference import supported_operations
+from nnrt.hdi.reference import ops  # noqa: F401  (every kernel loaded before the driver serves)
+from nnrt.hdi.reference.float16 import to_float16
+from nnrt.hdi.reference.kernel import Kernel, create_kernel
+from nnrt.hdi.reference.plan import ExecutionPlan, StepScope, one_unit_per_node
+from nnrt.hdi.reference.graph_checks import supported_operations
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server import graph_cache, sealed_blob
-from nnrt.server.device import (BoundRun, CancelCheck, Capabilities, Device, PrepareConfig,
+from nnrt.hdi import graph_cache, sealed_blob
+from nnrt.hdi.device import (BoundRun, CancelCheck, Capabilities, Device, PrepareConfig,
                                 PreparedModel, StepTime)
 from nnrt.common.cpus import usable_cores
 from nnrt.common.errors import NNRT_INVALID_MODEL_CACHE, NNRT_TIME_OUT, DriverError
-from nnrt.server.graph import Graph, Shape
-from nnrt.server.run_scheduler import granted_cores
+from nnrt.hdi.graph import Graph, Shape
+from nnrt.hdi.cores import granted_cores
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ class CpuDevice(Device):
             self.int8_kernels = ort_int8.configure(int8_kernels)
             # One run per core at once (the host queues the rest, sessions in turn); a run
             # alone has them all (`--threads`), runs that share them one thread each
-            # (server/run_scheduler.py `granted_cores`): oversubscribed cores made 8 clients
+            # (hdi/cores.py `granted_cores`): oversubscribed cores made 8 clients
             # slower than one.
             self.concurrent_runs = usable_cores()
         self._lock = threading.Lock()

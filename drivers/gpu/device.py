@@ -7,7 +7,7 @@ device, driver version and memory (`details`).
 
 Float16 mode (`IsFloat16PrecisionSupported` true on every OpenCL device): the graph is
 rewritten as the CPU driver rewrites it (float32 tensors become float16, int8 and integer
-tensors keep their types; drivers/cpu/float16.py) and the float kernels store those tensors
+tensors keep their types; hdi/reference/float16.py) and the float kernels store those tensors
 as half with vload_half / vstore_half_rte, core OpenCL since 1.0: no cl_khr_fp16 needed.
 Arithmetic and accumulation stay float32, rounded once per stored value (semantics.md).
 Inputs and outputs stay float32 on the wire, converted on the host at the edges.
@@ -20,18 +20,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..reference import supported_operations
-from nnrt.drivers.cpu.float16 import to_float16
+from nnrt.hdi.reference.graph_checks import supported_operations
+from nnrt.hdi.reference.float16 import to_float16
 from . import model_cache
 from .kernel import create_op
 from .opencl import BroughtPrograms, ClRuntime, choose_device
 from .plan import GpuPlan
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server import graph_cache
-from nnrt.server.device import (CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel,
+from nnrt.hdi import graph_cache
+from nnrt.hdi.device import (CancelCheck, Capabilities, Device, PrepareConfig, PreparedModel,
                                 StepTime)
 from nnrt.common.errors import NNRT_INVALID_MODEL_CACHE, DriverError
-from nnrt.server.graph import Graph, Shape
+from nnrt.hdi.graph import Graph, Shape
 
 log = logging.getLogger(__name__)
 

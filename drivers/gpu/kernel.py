@@ -2,7 +2,7 @@
 registered by NodeType, each in `drivers/gpu/ops/op_<name>.py` beside its OpenCL source in
 `drivers/gpu/cl/<name>.cl`.
 
-What a node means is decided once, by the reference kernels (`nnrt.drivers.reference`):
+What a node means is decided once, by the reference kernels (`nnrt.hdi.reference.graph_checks`):
 every GPU op is created with the reference kernel of its node, which has already validated
 the node (so an invalid node gets the same code on every driver) and which infers its
 output shapes. A GPU op adds what is the GPU's own, in three steps:
@@ -32,13 +32,13 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
-from ..registry import registrar
+from nnrt.hdi.reference.kernel import Kernel, unsupported
+from nnrt.hdi.registry import registrar
 from .opencl import ClRuntime, DeviceMemory, cl_error
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.errors import DriverError
-from nnrt.server.graph import NodeSpec, Shape
+from nnrt.hdi.graph import NodeSpec, Shape
 
 GPU_OPS: dict[int, type[GpuOp]] = {}
 QUANT_OPS: dict[int, type[GpuOp]] = {}  # the integer kernels of QUANT_TYPE_ALL nodes
@@ -267,7 +267,7 @@ def require_dtypes(node: NodeSpec, allowed: Sequence[np.dtype] = FLOATS,
 def create_op(node: NodeSpec) -> GpuOp:
     """Validate (with the reference kernel) and accept one node; DriverError otherwise."""
     from . import ops  # noqa: F401  (importing ops registers every op)
-    from ..reference import reference_kernel
+    from nnrt.hdi.reference.graph_checks import reference_kernel
 
     from .ops.op_quantized import plain_movement
 

@@ -1,13 +1,13 @@
 """The program half of a GPU model cache: the compiled OpenCL programs a model uses.
 
-A GPU model cache is two blobs: the validated graph (server/graph_cache.py, the format
+A GPU model cache is two blobs: the validated graph (hdi/graph_cache.py, the format
 every graph-caching driver shares) and this one, the binaries (`CL_PROGRAM_BINARIES`) of
 the programs the model's kernels come from, keyed like the process's program cache (a
 digest of the device, build options and source the driver itself would build). Both carry
 the identity of the driver version and the OpenCL device and driver that wrote them: a
 cache from another one is refused with NNRT_INVALID_MODEL_CACHE (the client rebuilds).
 
-The blob is sealed with the driver's key (server/sealed_blob.py `seal_keyed`: magic
+The blob is sealed with the driver's key (hdi/sealed_blob.py `seal_keyed`: magic
 "NNRTCLPB", format version 2, identity, HMAC-SHA256), so a binary is loaded only when this
 driver wrote it; even then it serves the model it came with alone
 (drivers/gpu/opencl.py `ProgramCache`), never another session's. The payload (little
@@ -21,7 +21,7 @@ from __future__ import annotations
 import string
 import struct
 
-from nnrt.server.sealed_blob import refusal, seal_keyed, unseal_keyed
+from nnrt.hdi.sealed_blob import refusal, seal_keyed, unseal_keyed
 
 MAGIC = b"NNRTCLPB"
 WHAT = "GPU program cache"

@@ -33,7 +33,7 @@ os.environ.setdefault("PYOPENCL_NO_CACHE", "1")
 import pyopencl as cl  # noqa: E402
 
 from .. import DeviceUnavailable  # noqa: E402
-from ..memory_budget import MemoryBudget  # noqa: E402
+from nnrt.hdi.memory_budget import MemoryBudget  # noqa: E402
 
 from nnrt.common.errors import (  # noqa: E402
     NNRT_DEVICE_ERROR,
@@ -41,7 +41,7 @@ from nnrt.common.errors import (  # noqa: E402
     NNRT_OUT_OF_MEMORY,
     DriverError,
 )
-from nnrt.server.buffers import on_unmap  # noqa: E402
+from nnrt.hdi.regions import on_unmap  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ class HostWindows:
     `CL_DEVICE_MEM_BASE_ADDR_ALIGN`; any other (and any window on a discrete GPU) is copied.
 
     One wrapping per (address, size, writable), made at its first run and kept for the next
-    ones, until the host unmaps the region under it (server/buffers.py `on_unmap`: a region
+    ones, until the host unmaps the region under it (hdi/regions.py `on_unmap`: a region
     goes only when no run borrows it) or it is the oldest unused beyond MAX_WINDOWS. A
     wrapping holds the address, never the mapping (no Python buffer export), so it cannot
     keep a released region mapped; it is released before the unmap, so nothing runs on a

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyopencl as cl
 
-from ..reference import infer_graph_shapes
+from nnrt.hdi.reference.graph_checks import infer_graph_shapes
 from .kernel import (
     NO_EPILOGUE,
     Act,
@@ -52,10 +52,10 @@ from .kernel import (
 )
 from .opencl import ClRuntime, DeviceMemory, cl_error, iter_chunks
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.drivers.cpu.plan import op_name
-from nnrt.server.device import CancelCheck, StepTime
+from nnrt.hdi.reference.plan import op_name
+from nnrt.hdi.device import CancelCheck, StepTime
 from nnrt.common.errors import NNRT_FAILED, NNRT_TIME_OUT, DriverError
-from nnrt.server.graph import DYNAMIC, Graph, Shape
+from nnrt.hdi.graph import DYNAMIC, Graph, Shape
 
 log = logging.getLogger(__name__)
 

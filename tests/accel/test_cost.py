@@ -25,10 +25,10 @@ from nnrt.drivers.accel.cost import (
 )
 from nnrt.drivers.accel.spec import load_spec
 from nnrt.drivers.accel.support import device_graph
-from nnrt.drivers.cpu.kernel import create_kernel
+from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import DYNAMIC, QuantParam
+from nnrt.hdi.graph import DYNAMIC, QuantParam
 from tests.gpu.util import graph_of, node_graph
 from tests.kernels.util import Const, make_node, tensor_spec
 

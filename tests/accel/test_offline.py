@@ -25,14 +25,14 @@ from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.drivers.accel import offline
 from nnrt.drivers.accel.compile import model_graph
 from nnrt.drivers.accel.spec import DEFAULT_SPEC_TEXT, load_spec, parse_spec
-from nnrt.drivers.cpu.float16 import to_float16
-from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.hdi.reference.float16 import to_float16
+from nnrt.hdi.reference.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server import graph_cache
+from nnrt.hdi import graph_cache
 from nnrt.common.errors import NNRT_INVALID_MODEL, NNRT_UNSUPPORTED_OP, DriverError
-from nnrt.server.graph import Graph
-from nnrt.server.sealed_blob import seal
+from nnrt.hdi.graph import Graph
+from nnrt.hdi.sealed_blob import seal
 
 from tests.capi.util_capi import use_runtime
 from tests.capi.util_compilation import offline_model_bytes, start_feature_driver

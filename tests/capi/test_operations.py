@@ -28,8 +28,8 @@ from nnrt.client.capi.model import (
 )
 from nnrt.client.capi.operation_table import OPERATIONS, ParamSpec
 from nnrt.client.core.device import registry
-from nnrt.drivers.cpu import ops as _cpu_ops  # noqa: F401  (registers the kernels)
-from nnrt.drivers.cpu.kernel import KERNELS
+from nnrt.hdi.reference import ops as _cpu_ops  # noqa: F401  (registers the kernels)
+from nnrt.hdi.reference.kernel import KERNELS
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.protos.generate import oneof_member

@@ -125,7 +125,7 @@ def _feature_device(name: str, features: set[str], failing: set[str]):
     """A device called `nnrt-<name>`: the CPU device's kernels (through the `Device`
     interface only) with `features` on and `failing` broken."""
     from nnrt.drivers.cpu.device import CpuDevice
-    from nnrt.server.device import Device, PreparedModel
+    from nnrt.hdi.device import Device, PreparedModel
     from nnrt.common.errors import (
         NNRT_DEVICE_ERROR,
         NNRT_INVALID_MODEL_CACHE,
@@ -133,7 +133,7 @@ def _feature_device(name: str, features: set[str], failing: set[str]):
         NNRT_NOT_SUPPORT,
         DriverError,
     )
-    from nnrt.server.model_validation import build_graph
+    from nnrt.hdi.model_validation import build_graph
 
     log = logging.getLogger("feature-cpu")
     cpu = CpuDevice()

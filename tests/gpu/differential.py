@@ -23,7 +23,7 @@ import numpy as np
 from nnrt.drivers.gpu.kernel import create_op, node_type_name
 from nnrt.common.errors import DriverError
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 ENABLED = os.environ.get("NNRT_TEST_GPU_DIFFERENTIAL", "1") != "0"
 compared: Counter[str] = Counter()  # node type name -> cases compared

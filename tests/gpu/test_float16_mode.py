@@ -21,10 +21,10 @@ import pytest
 
 from nnrt.client import zoo
 from nnrt.drivers.gpu.device import GpuDevice
-from nnrt.drivers.reference import reference_kernel
+from nnrt.hdi.reference.graph_checks import reference_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.device import PrepareConfig
+from nnrt.hdi.device import PrepareConfig
 from tests.gpu.util import NEVER, graph_of, node_graph, run_cpu, run_gpu
 from tests.kernels.util import Const, make_node
 from tests.test_float16_mode import ulps

@@ -21,7 +21,7 @@ from nnrt.drivers.gpu.kernel import create_op
 from nnrt.drivers.gpu.ops.op_quantized import QuantBinary, QuantConv2D
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import QuantParam
+from nnrt.hdi.graph import QuantParam
 from tests.accel.int8_models import int8_cnn, int8_mlp
 from tests.gpu.util import graph_of, node_graph, run_cpu, run_gpu
 from tests.kernels.util import Const, make_node, tensor_spec

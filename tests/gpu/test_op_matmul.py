@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from nnrt.common.hdi_model import HdiModelBuilder
-from nnrt.drivers.cpu.kernel import create_kernel
+from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.drivers.gpu.kernel import create_op
 from nnrt.drivers.gpu.plan import GpuPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import Graph
+from nnrt.hdi.graph import Graph
 
 from tests.gpu.util import (
     NEVER,

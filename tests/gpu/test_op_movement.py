@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nnrt.drivers.cpu.kernel import create_kernel
+from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.drivers.gpu.kernel import create_op
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import Graph, NodeSpec
+from nnrt.hdi.graph import Graph, NodeSpec
 from nnrt.drivers.gpu.plan import GpuPlan
 from tests.gpu.util import NEVER, assert_close, node_graph, run_cpu, run_gpu, runtime
 from tests.kernels.util import (

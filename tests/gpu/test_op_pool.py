@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from nnrt.common.hdi_model import HdiModelBuilder
-from nnrt.drivers.cpu.kernel import create_kernel
+from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.drivers.gpu.kernel import create_op
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na

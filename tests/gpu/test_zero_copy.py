@@ -15,7 +15,7 @@ from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.drivers.gpu import opencl
 from nnrt.drivers.gpu.opencl import ClRuntime, choose_device
 from nnrt.drivers.gpu.plan import GpuPlan
-from nnrt.drivers.cpu.float16 import to_float16
+from nnrt.hdi.reference.float16 import to_float16
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.buffers import SharedRegion

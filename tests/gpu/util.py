@@ -10,13 +10,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from nnrt.common.hdi_model import HdiModelBuilder
-from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.hdi.reference.plan import ExecutionPlan
 from nnrt.drivers.gpu.opencl import ClRuntime, choose_device
 from nnrt.drivers.gpu.plan import GpuPlan
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.server.graph import Graph, NodeSpec
+from nnrt.hdi.graph import Graph, NodeSpec
 from tests.kernels.util import assert_outputs_close
-from nnrt.server.model_validation import build_graph
+from nnrt.hdi.model_validation import build_graph
 
 NEVER = lambda: False  # noqa: E731  (a run nobody abandons)
 

@@ -1,4 +1,4 @@
-"""drivers/cpu/activations.py: the fused-position rules, in-place use, the normal CDF, float32
+"""hdi/reference/activations.py: the fused-position rules, in-place use, the normal CDF, float32
 GELU over the whole float32 / float16 range, and the mask-free piecewise formulas."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from nnrt.drivers.cpu.activations import (
+from nnrt.hdi.reference.activations import (
     NEEDS_PARAMETERS,
     apply_activation,
     check_activation,

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from nnrt.drivers.cpu import blas
+from nnrt.hdi.reference import blas
 
 
 def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -152,7 +152,7 @@ def test_a_library_that_fails_its_check_is_not_used() -> None:
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("value, direct", [("0", False), ("1", True)])
 def test_environment_switch(value: str, direct: bool) -> None:
-    code = ("from nnrt.drivers.cpu import blas; import numpy as np; "
+    code = ("from nnrt.hdi.reference import blas; import numpy as np; "
             "a = np.ones((2, 3), np.float32); out = np.empty((2, 2), np.float32); "
             "blas.gemm(a, a.T, out); print(blas.direct(), out.sum())")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -198,7 +198,7 @@ def test_limit_threads_caps_numpys_blas_in_its_process() -> None:
     """In a process of its own (the cap lasts for the process): numpy's OpenBLAS starts with
     OPENBLAS_NUM_THREADS=2, is capped to 1 and computes the same product after; a cap above
     what it uses changes nothing."""
-    code = ("from nnrt.drivers.cpu import blas; import numpy as np; "
+    code = ("from nnrt.hdi.reference import blas; import numpy as np; "
             "a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) % 7; "
             "before = blas.threads(); above = blas.limit_threads(8); "
             "capped = blas.limit_threads(1); "

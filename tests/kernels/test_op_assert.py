@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnrt.drivers.cpu.kernel import create_kernel
+from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 from tests.kernels.util import (
     NNRT_FAILED,
     NNRT_INVALID_NODE,

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nnrt.drivers.cpu.kernel import create_kernel
+from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from tests.kernels.util import (

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from onnx.helper import np_dtype_to_tensor_dtype
 
-from nnrt.drivers.cpu.kernel import create_kernel
+from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.dtypes import hdi_data_type

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnrt.drivers.cpu.kernel import KERNELS, create_kernel
+from nnrt.hdi.reference.kernel import KERNELS, create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from tests.kernels.util import (

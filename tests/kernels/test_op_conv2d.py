@@ -9,9 +9,9 @@ from math import erf, exp, sqrt
 import numpy as np
 import pytest
 
-from nnrt.drivers.cpu import blas
-from nnrt.drivers.cpu.kernel import create_kernel
-from nnrt.drivers.cpu.ops import op_conv2d
+from nnrt.hdi.reference import blas
+from nnrt.hdi.reference.kernel import create_kernel
+from nnrt.hdi.reference.ops import op_conv2d
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from tests.kernels.util import (

@@ -159,8 +159,8 @@ def test_constant_rows_empty_input_and_dynamic_row_length() -> None:
 
 
 def test_runs_in_an_arena() -> None:
-    from nnrt.drivers.cpu import arena
-    from nnrt.drivers.cpu.kernel import create_kernel
+    from nnrt.hdi.reference import arena
+    from nnrt.hdi.reference.kernel import create_kernel
 
     g, b = randn(16, seed=24), randn(16, seed=25)
     attrs = na.LayerNormFusion(beginNormAxis=1, beginParamsAxis=1, epsilon=1e-5,

@@ -268,8 +268,8 @@ def test_whole_window_nan_and_activation() -> None:
 def test_runs_in_an_arena_reuse_buffers_correctly(kind: int) -> None:
     """Two runs of one kernel sharing the run's buffers (padding borders, row pass), the
     second with other values: each result is that run's own."""
-    from nnrt.drivers.cpu import arena
-    from nnrt.drivers.cpu.kernel import create_kernel
+    from nnrt.hdi.reference import arena
+    from nnrt.hdi.reference.kernel import create_kernel
 
     case = CASES[4]  # PAD (1, 0, 2, 1), CEIL: border windows on every side
     hw, kernel, strides, mode, pad, ceil, out_hw, before = case

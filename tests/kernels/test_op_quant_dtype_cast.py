@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnrt.drivers.cpu.kernel import create_kernel
+from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.dtypes import hdi_data_type
-from nnrt.server.graph import QuantParam
+from nnrt.hdi.graph import QuantParam
 from tests.kernels.util import (
     NNRT_INVALID_NODE,
     NNRT_INVALID_SHAPE,

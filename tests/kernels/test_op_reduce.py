@@ -156,7 +156,7 @@ def test_dynamic_input_and_runtime_axes() -> None:
     x = randn(2, 3, 4, seed=8)
     attrs = na.ReduceFusion(mode=ht.REDUCE_MODE_SUM)
     node = make_node(REDUCE, attrs, [Declared(x, (-1, 3, -1)), Const(np.array([1], np.int32))])
-    from nnrt.drivers.cpu.kernel import create_kernel
+    from nnrt.hdi.reference.kernel import create_kernel
     kernel = create_kernel(node)
     assert kernel.infer_shapes([(-1, 3, -1), (1,)]) == [(-1, -1)]
     (out,) = run_node(node, [x, np.array([1], np.int32)], kernel)

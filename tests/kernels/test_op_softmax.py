@@ -130,8 +130,8 @@ def test_special_values_per_row() -> None:
 
 
 def test_float16_rows_and_arena_runs() -> None:
-    from nnrt.drivers.cpu import arena
-    from nnrt.drivers.cpu.kernel import create_kernel
+    from nnrt.hdi.reference import arena
+    from nnrt.hdi.reference.kernel import create_kernel
     from tests.kernels.util import make_node, run_node
 
     x = randn(8, 16, dtype=np.float16, seed=4)

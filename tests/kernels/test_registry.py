@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 
 from nnrt.common.hdi_model import HdiModelBuilder
-from nnrt.drivers.cpu import ops  # noqa: F401  (importing ops fills KERNELS)
-from nnrt.drivers.cpu.kernel import KERNELS, create_kernel
+from nnrt.hdi.reference import ops  # noqa: F401  (importing ops fills KERNELS)
+from nnrt.hdi.reference.kernel import KERNELS, create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.protos.generate import DEFAULT_SPEC
 from nnrt.common.errors import NNRT_SUCCESS
-from nnrt.server.graph import NodeSpec, QuantParam
+from nnrt.hdi.graph import NodeSpec, QuantParam
 from tests.kernels.util import Const, readonly, tensor_spec
 
 F32 = np.float32

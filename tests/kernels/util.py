@@ -16,11 +16,11 @@ from onnx import TensorProto, helper
 from onnx.helper import np_dtype_to_tensor_dtype
 from onnx.reference import ReferenceEvaluator
 
-from nnrt.drivers.cpu.kernel import Kernel, create_kernel
+from nnrt.hdi.reference.kernel import Kernel, create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.dtypes import hdi_data_type
 from nnrt.common.errors import DriverError
-from nnrt.server.graph import DYNAMIC, Graph, NodeSpec, QuantParam, TensorSpec
+from nnrt.hdi.graph import DYNAMIC, Graph, NodeSpec, QuantParam, TensorSpec
 from tests.gpu.differential import compare_on_gpu
 from tests.ort.differential import compare_on_ort
 

@@ -18,13 +18,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nnrt.drivers.cpu.kernel import create_kernel
+from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.drivers.cpu.ort import engine
-from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.hdi.reference.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.errors import DriverError
-from nnrt.server.graph import Graph, NodeSpec
+from nnrt.hdi.graph import Graph, NodeSpec
 
 ENABLED = os.environ.get("NNRT_TEST_ORT_DIFFERENTIAL", "1") != "0"
 compared: Counter[str] = Counter()  # node type name -> cases compared

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnrt.common.dtypes import hdi_data_type
-from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.hdi.reference.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import Graph, QuantParam, TensorSpec
+from nnrt.hdi.graph import Graph, QuantParam, TensorSpec
 from tests.kernels.util import GraphBuilder
 
 ALL = ht.QUANT_TYPE_ALL

@@ -15,12 +15,12 @@ import pytest
 from nnrt.drivers.cpu import device as cpu_device
 from nnrt.drivers.cpu.device import CpuDevice
 from nnrt.drivers.cpu.ort import engine
-from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.hdi.reference.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.device import PrepareConfig
+from nnrt.hdi.device import PrepareConfig
 from nnrt.common.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
-from nnrt.server.graph import QuantParam
+from nnrt.hdi.graph import QuantParam
 from nnrt.common.dtypes import hdi_data_type
 from tests.conftest import admin_details, start_driver
 from tests.kernels.util import GraphBuilder, randn

@@ -141,7 +141,7 @@ def test_both_forms_fuse_the_convolutions_into_int8_kernels(form):
     reads an int8 model input (onnxruntime's x86 QDQ rules fuse int8 activations only when
     they are allowed, and our uint8 rewrite covers only the int8 we quantise ourselves)."""
     from nnrt.drivers.cpu.ort import engine
-    from nnrt.drivers.cpu.plan import ExecutionPlan
+    from nnrt.hdi.reference.plan import ExecutionPlan
 
     model = int8_models.deep_cnn(depth=2)[0]
     holder = {}

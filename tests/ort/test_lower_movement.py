@@ -10,13 +10,13 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from nnrt.drivers.cpu.kernel import create_kernel
+from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.drivers.cpu.ort import engine
-from nnrt.drivers.cpu.plan import ExecutionPlan
+from nnrt.hdi.reference.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.errors import DriverError
-from nnrt.server.graph import DYNAMIC, Graph, NodeSpec, TensorSpec
+from nnrt.hdi.graph import DYNAMIC, Graph, NodeSpec, TensorSpec
 from tests.kernels.util import tensor_spec
 from tests.ort.differential import assert_agree, never, run_on_ort
 

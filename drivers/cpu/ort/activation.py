@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....protos import hdi_types_pb2 as ht
+from nnrt.protos import hdi_types_pb2 as ht
 from .lowering import NodeEmitter, NotLowerable
 
 _IDENTITY = frozenset({ht.ACTIVATION_TYPE_NO_ACTIVATION, ht.ACTIVATION_TYPE_LINEAR})

@@ -47,12 +47,12 @@ import numpy as np
 import onnxruntime as ort
 from onnx import helper
 
-from ....common.cpus import usable_cores
-from ....common.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
-from ....server.graph import DYNAMIC, Graph, TensorSpec
-from ....server.sealed_blob import refusal, seal_keyed, unseal_keyed
-from ..kernel import Kernel
-from ..quantized import QuantizedKernel
+from nnrt.common.cpus import usable_cores
+from nnrt.common.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverError
+from nnrt.hdi.graph import DYNAMIC, Graph, TensorSpec
+from nnrt.hdi.sealed_blob import refusal, seal_keyed, unseal_keyed
+from nnrt.hdi.reference.kernel import Kernel
+from nnrt.hdi.reference.quantized import QuantizedKernel
 from . import ops  # noqa: F401  (every lowering registered)
 from . import int8_kernels
 from .quantized import lower_quantized, unsigned_activations

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
-from ...registry import registrar
-from ..kernel import Kernel
+from nnrt.hdi.registry import registrar
+from nnrt.hdi.reference.kernel import Kernel
 
 OPSET = 21  # ONNX opset of every lowered graph (Gelu needs 20)
 IR_VERSION = 10  # the ONNX IR version that opset 21 came with

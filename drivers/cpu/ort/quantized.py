@@ -2,7 +2,7 @@
 QuantizeLinear, the pattern onnxruntime fuses into its int8 kernels (QLinearConv,
 QLinearMatMul, QLinearAdd, ...).
 
-Our rule (semantics.md, drivers/cpu/quantized.py) is exactly what QDQ says: inputs
+Our rule (semantics.md, hdi/reference/quantized.py) is exactly what QDQ says: inputs
 dequantized as (q − zeroPoint)·scale, the float result requantized with round-half-to-even
 and saturation, per tensor or per channel along axis 0, an INT32 bias at inputScale ×
 weightScale. Constants stay int8 (permuted, when the lowering asks, before the
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from ..quantized import QuantizedKernel, Quantization
+from nnrt.hdi.reference.quantized import QuantizedKernel, Quantization
 from .lowering import LOWERINGS, NodeEmitter, NotLowerable, SegmentGraph, value_name
 
 _QUANTISED = frozenset({np.dtype(np.int8), np.dtype(np.uint8)})

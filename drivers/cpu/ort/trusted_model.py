@@ -1,7 +1,7 @@
 """What an optimised ONNX model read back from a model cache must be before onnxruntime sees
 it: the driver's own segment, and nothing that reaches outside the blob.
 
-The blob's tag (server/sealed_blob.py `unseal_keyed`) already proves the driver wrote it;
+The blob's tag (hdi/sealed_blob.py `unseal_keyed`) already proves the driver wrote it;
 this is the second wall, for a key that leaked or a writer that was unsound. onnxruntime
 resolves an initializer's external data as a path (relative to the working directory for a
 model given as bytes): a crafted model would make the driver read any file it can, and hand
@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 
 import onnx
 
-from nnrt.server.sealed_blob import refusal
+from nnrt.hdi.sealed_blob import refusal
 
 WHAT = "onnxruntime model cache"
 PRODUCER = "nnrt"  # engine._segment_model's producer_name, kept by onnxruntime's optimiser

@@ -1,5 +1,5 @@
 """Cast between any two of the 12 HDI data types, with the reference's rules
-(drivers/cpu/ops/op_cast.py): float -> integer truncates toward zero and saturates (NaN 0),
+(hdi/reference/ops/op_cast.py): float -> integer truncates toward zero and saturates (NaN 0),
 integer -> integer wraps, to float rounds to nearest even, to bool is "non-zero", bool is
 0 / 1. One work-item per element (cl/cast.cl, built per pair of types); float16 is read and
 written with vload_half / vstore_half_rte, so no device extension is needed for it; float64
@@ -27,9 +27,9 @@ from ..kernel import (
     register,
 )
 from .op_transpose import check_indexable
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
+from nnrt.hdi.reference.kernel import Kernel, unsupported
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 CL_TYPES = {
     np.dtype(np.bool_): "uchar", np.dtype(np.int8): "char", np.dtype(np.uint8): "uchar",

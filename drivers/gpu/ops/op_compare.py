@@ -1,6 +1,6 @@
 """The comparisons (Equal, NotEqual, Greater, GreaterEqual, Less, LessEqual) and the logical
 operators (LogicalAnd, LogicalOr, LogicalNot), with numpy broadcasting: bool outputs, every
-dtype the reference takes (drivers/cpu/ops/op_compare.py, op_logical.py), bit-exact.
+dtype the reference takes (hdi/reference/ops/op_compare.py, op_logical.py), bit-exact.
 
 A comparison runs in its operands' own type (cl/compare.cl built per type: integers as
 integers, so int64 / uint64 compare exactly; float16 read with vload_half, exact in float;
@@ -29,9 +29,9 @@ from ..kernel import (
 )
 from .op_cast import BOOL, CL_TYPES, DOUBLE, HALF
 from .op_transpose import check_indexable
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
+from nnrt.hdi.reference.kernel import Kernel, unsupported
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 CMP_EQUAL, CMP_NOT_EQUAL, CMP_GREATER, CMP_GREATER_EQUAL, CMP_LESS, CMP_LESS_EQUAL = range(6)
 LOGICAL_AND, LOGICAL_OR, LOGICAL_NOT = range(3)

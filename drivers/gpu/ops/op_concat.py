@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from ..kernel import Builder, DeviceTensor, Epilogue, GpuOp, Launch, register
 from .op_transpose import check_indexable, contiguous_strides, require_movable, strided_copy
-from nnrt.drivers.cpu.kernel import Kernel
+from nnrt.hdi.reference.kernel import Kernel
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 
 @register(na.NODE_TYPE_CONCAT)

@@ -1,7 +1,7 @@
 """Conv2DFusion on the GPU: ordinary, grouped and depthwise 2-D convolution with optional
 bias, the node's fused activation and the plan's epilogue (+ residual, activation); float32.
 
-The reference kernel (`nnrt.drivers.cpu.ops.op_conv2d.Conv2DFusion`) has validated the node
+The reference kernel (`nnrt.hdi.reference.ops.op_conv2d.Conv2DFusion`) has validated the node
 and gives the geometry: stride, dilation, group, the layout (`nchw`: input and output
 [N, C, H, W], otherwise NHWC) and, per concrete input size, each axis' output size and
 leading padding (its `_axis`, i.e. `window_axis`: SAME / VALID / PAD as the reference
@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
+from nnrt.hdi.reference.kernel import Kernel, unsupported
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 from ..kernel import (
     Builder,

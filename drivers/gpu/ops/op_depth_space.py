@@ -1,6 +1,6 @@
 """DepthToSpace (DCR and CRD) and SpaceToDepth, NHWC or NCHW, any dtype: one strided copy
 (program `movement`) over the six-dimensional view the reference rearranges
-(drivers/cpu/ops/op_depth_space.py), bit-exact. Strides are taken in the (n, h, w, c) order
+(hdi/reference/ops/op_depth_space.py), bit-exact. Strides are taken in the (n, h, w, c) order
 whatever the layout, so NCHW is the same copy with other strides.
 
 Refused: element sizes other than 1, 2, 4, 8 bytes; tensors of 2**31 elements or more.
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from ..kernel import Builder, DeviceTensor, Epilogue, GpuOp, Launch, register
 from .op_transpose import check_indexable, contiguous_strides, require_movable, strided_copy
-from nnrt.drivers.cpu.kernel import Kernel
+from nnrt.hdi.reference.kernel import Kernel
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 
 def nhwc_view(t: DeviceTensor, nchw: bool) -> tuple[list[int], list[int]]:

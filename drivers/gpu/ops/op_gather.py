@@ -22,10 +22,10 @@ import numpy as np
 
 from ..kernel import WORK_GROUP, Builder, DeviceTensor, Epilogue, GpuOp, Launch, register
 from .op_transpose import ELEMENT_TYPES, check_indexable, movement, require_movable
-from nnrt.drivers.cpu.kernel import Kernel
-from nnrt.drivers.cpu.ops._common import run_failure
+from nnrt.hdi.reference.kernel import Kernel
+from nnrt.hdi.reference.ops._common import run_failure
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 
 @register(na.NODE_TYPE_GATHER)

@@ -1,4 +1,4 @@
-"""LSTM on the GPU (reference: nnrt.drivers.cpu.ops.op_lstm), float32: every variant the
+"""LSTM on the GPU (reference: nnrt.hdi.reference.ops.op_lstm), float32: every variant the
 reference computes with constant weights — uni- and bidirectional, numLayers >= 1, hasBias
 on/off, zoneout (inference form), h0 / c0 given at run time or constant.
 
@@ -38,9 +38,9 @@ from ..kernel import (
     register,
     require_dtypes,
 )
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
+from nnrt.hdi.reference.kernel import Kernel, unsupported
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 PROJECT_LOCAL = (16, 16)  # lstm_project's work-group: 16 rows x 64 columns per tile
 PROJECT_ROWS, PROJECT_COLS = 16, 64

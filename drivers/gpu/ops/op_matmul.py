@@ -1,7 +1,7 @@
 """MatMulFusion and FullConnection on one batched, tiled GEMM (cl/gemm.cl); float32.
 
 * MatMulFusion: y = activation(op(x1) @ op(x2)) with numpy `matmul` rules, as the reference
-  (drivers/cpu/ops/op_matmul.py): transposeA / transposeB are expressed as operand strides
+  (hdi/reference/ops/op_matmul.py): transposeA / transposeB are expressed as operand strides
   (nothing is copied), batch dimensions broadcast through per-operand batch strides (0 on a
   broadcast axis), a 1-D operand is a one-row (A) or one-column (B) matrix. Both operands
   may be run-time tensors (attention's QK^T and scores @ V); a constant operand is read as
@@ -27,10 +27,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyopencl as cl
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
+from nnrt.hdi.reference.kernel import Kernel, unsupported
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 from ..kernel import (
     Builder,

@@ -1,6 +1,6 @@
 """LayerNormFusion and FusedBatchNorm (inference) on the GPU, float32.
 
-LayerNormFusion (reference `drivers/cpu/ops/op_layer_norm.py`): x seen as rows [R, L], L
+LayerNormFusion (reference `hdi/reference/ops/op_layer_norm.py`): x seen as rows [R, L], L
 the product of the dimensions [beginNormAxis:]; per row the mean, then the biased variance
 of x - mean (the reference's two-pass form), y = (x - mean) * (1 / sqrt(var + epsilon)),
 then * gamma + beta when they are given (shape x.shape[beginParamsAxis:], indexed by the
@@ -25,9 +25,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyopencl as cl
-from nnrt.drivers.cpu.kernel import Kernel
+from nnrt.hdi.reference.kernel import Kernel
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 from ..kernel import (
     WORK_GROUP,

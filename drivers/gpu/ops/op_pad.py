@@ -16,9 +16,9 @@ import numpy as np
 
 from ..kernel import WORK_GROUP, Builder, DeviceTensor, Epilogue, GpuOp, Launch, register
 from .op_transpose import check_indexable, contiguous_strides, movement, require_movable
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
+from nnrt.hdi.reference.kernel import Kernel, unsupported
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 _MODES = {"constant": 0, "reflect": 1, "symmetric": 2}  # PAD_* in cl/movement.cl
 _UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

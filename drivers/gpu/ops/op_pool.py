@@ -1,7 +1,7 @@
 """MaxPoolFusion and AvgPoolFusion on the GPU: 2-D max / average pooling, float32, NHWC or
 NCHW (the reference's `nchw`), with the node's fused activation and the plan's epilogue.
 
-The window geometry is the reference's (`drivers/cpu/ops/op_pool.py`): kernelSize,
+The window geometry is the reference's (`hdi/reference/ops/op_pool.py`): kernelSize,
 strides, padMode PAD / SAME / VALID, roundMode FLOOR / CEIL (`_common.window_axis`),
 global pooling. Padding is never read: max pooling ignores it, average pooling divides
 each window's sum by its count of real cells (count-include-pad is false), also for the
@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from nnrt.drivers.cpu.kernel import Kernel
-from nnrt.drivers.cpu.ops._common import to_nhwc, window_axis
+from nnrt.hdi.reference.kernel import Kernel
+from nnrt.hdi.reference.ops._common import to_nhwc, window_axis
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 from ..kernel import (
     WORK_GROUP,

@@ -8,7 +8,7 @@ that. These kernels are exact where the reference computation is: products of (q
 point) summed in int32 with the int32 bias, one requantisation per output value in float64
 (`real = acc * (inputScale * weightScale)`, the scale product taken on the host, then
 `rint(real / outputScale) + outputZero`) where the device has cl_khr_fp64, float32 where it
-has not. The numpy reference (drivers/cpu/quantized.py) dequantises to float32 and sums in
+has not. The numpy reference (hdi/reference/quantized.py) dequantises to float32 and sums in
 float32, so it may differ by one step where a value falls near a rounding boundary.
 
 Per-channel weights (one QuantParam per output channel, axis 0) for convolution and
@@ -42,11 +42,11 @@ from ..kernel import (
     register_quantised,
 )
 from .op_cast import CL_TYPES
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
-from nnrt.drivers.cpu.ops._common import window_axis
+from nnrt.hdi.reference.kernel import Kernel, unsupported
+from nnrt.hdi.reference.ops._common import window_axis
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec, TensorSpec
+from nnrt.hdi.graph import NodeSpec, TensorSpec
 
 QUANTISED = {np.dtype(np.int8): (-128, 127), np.dtype(np.uint8): (0, 255)}
 INT32 = np.dtype(np.int32)
@@ -210,7 +210,7 @@ class WeightedOp(QuantisedOp):
 
 @register(na.NODE_TYPE_QUANT_DTYPE_CAST, na.NODE_TYPE_QUANT_DTYPE_CAST_V2)
 class QuantDTypeCast(GpuOp):
-    """Quantise, dequantise, requantise (the reference: drivers/cpu/ops/op_quant_dtype_cast)."""
+    """Quantise, dequantise, requantise (the reference: hdi/reference/ops/op_quant_dtype_cast)."""
 
     def __init__(self, node: NodeSpec, ref: Kernel) -> None:
         super().__init__(node, ref)

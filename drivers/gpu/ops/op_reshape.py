@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..kernel import Builder, DeviceTensor, Epilogue, GpuOp, Launch, register
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
+from nnrt.hdi.reference.kernel import Kernel, unsupported
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 
 @register(na.NODE_TYPE_RESHAPE, na.NODE_TYPE_FLATTEN, na.NODE_TYPE_SQUEEZE,

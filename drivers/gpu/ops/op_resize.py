@@ -34,10 +34,10 @@ from ..kernel import (
     require_dtypes,
 )
 from .op_transpose import check_indexable, contiguous_strides, movement, require_movable
-from nnrt.drivers.cpu.kernel import Kernel
+from nnrt.hdi.reference.kernel import Kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 
 @register(na.NODE_TYPE_RESIZE)

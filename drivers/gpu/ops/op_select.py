@@ -1,6 +1,6 @@
 """Select and three-input Where: y = condition ? x1 : x2 with numpy broadcasting (Select's
 1-D condition over the first dimension of higher-rank values included, as the reference
-decides: drivers/cpu/ops/op_where.py), any dtype: the values are moved as raw 1/2/4/8-byte
+decides: hdi/reference/ops/op_where.py), any dtype: the values are moved as raw 1/2/4/8-byte
 elements, so every dtype is bit-exact.
 
 Refused: one-input Where (the coordinates of the true elements: the output's shape depends
@@ -24,9 +24,9 @@ from ..kernel import (
     register,
 )
 from .op_transpose import ELEMENT_TYPES, check_indexable, require_movable
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
+from nnrt.hdi.reference.kernel import Kernel, unsupported
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 
 @register(na.NODE_TYPE_SELECT, na.NODE_TYPE_WHERE)

@@ -21,9 +21,9 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from nnrt.drivers.cpu.kernel import Kernel
+from nnrt.hdi.reference.kernel import Kernel
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 from ..kernel import (
     Builder,

@@ -22,9 +22,9 @@ from ..kernel import (
     register,
 )
 from .op_transpose import check_indexable, contiguous_strides, require_movable, strided_copy
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
+from nnrt.hdi.reference.kernel import Kernel, unsupported
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 
 @register(na.NODE_TYPE_TILE_FUSION)

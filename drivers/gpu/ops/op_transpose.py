@@ -29,9 +29,9 @@ from ..kernel import (
     Launch,
     register,
 )
-from nnrt.drivers.cpu.kernel import Kernel, unsupported
+from nnrt.hdi.reference.kernel import Kernel, unsupported
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec, Shape
+from nnrt.hdi.graph import NodeSpec, Shape
 
 ELEMENT_TYPES = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}
 MAX_ELEMENTS = 2 ** 31 - 1

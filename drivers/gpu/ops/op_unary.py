@@ -37,9 +37,9 @@ from ..kernel import (
     register,
     require_dtypes,
 )
-from nnrt.drivers.cpu.kernel import Kernel
+from nnrt.hdi.reference.kernel import Kernel
 from nnrt.protos import node_attrs_pb2 as na
-from nnrt.server.graph import NodeSpec
+from nnrt.hdi.graph import NodeSpec
 
 (U_ABS, U_NEG, U_SQUARE, U_CEIL, U_FLOOR, U_ROUND, U_COS, U_SIN, U_LOG, U_SQRT, U_RECIPROCAL,
  U_RSQRT, U_ERF, U_EXP, U_EXP_BASE, U_CLIP, U_LEAKY_RELU) = range(17)

@@ -13,8 +13,8 @@ Stay on numpy: what lower_topk keeps there (float64, uint32, uint64 inputs, floa
 
 from __future__ import annotations
 
-from .....protos import node_attrs_pb2 as na
-from ...kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import NodeEmitter, lowers
 from .lower_topk import I64, cast_to, emit_top
 

@@ -11,9 +11,9 @@ fails the run), integer wrap-around is not onnxruntime's promise, integer powers
 
 from __future__ import annotations
 
-from .....protos import hdi_types_pb2 as ht
-from .....protos import node_attrs_pb2 as na
-from ...kernel import Kernel
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import F32, FLOAT32_ONLY, NodeEmitter, lowers
 
 _OP = {na.NODE_TYPE_MAXIMUM: "Max", na.NODE_TYPE_MINIMUM: "Min", na.NODE_TYPE_REAL_DIV: "Div"}

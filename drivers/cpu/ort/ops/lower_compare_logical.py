@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .....protos import node_attrs_pb2 as na
-from ...kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
 
 _NUMBERS = frozenset({np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64)})

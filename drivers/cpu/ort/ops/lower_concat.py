@@ -3,8 +3,8 @@ other dimensions equal: both fail a run where they are not)."""
 
 from __future__ import annotations
 
-from .....protos import node_attrs_pb2 as na
-from ...kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import NodeEmitter, lowers
 from .lower_reshape import MOVED
 

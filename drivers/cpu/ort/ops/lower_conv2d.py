@@ -7,11 +7,11 @@ grouped convolution numbers output channels group by group, as ours do (c·m + k
 
 from __future__ import annotations
 
-from .....protos import hdi_types_pb2 as ht
-from .....protos import node_attrs_pb2 as na
-from .....server.graph import DYNAMIC
-from ...kernel import Kernel
-from ...ops._common import to_nhwc, window_axis
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.graph import DYNAMIC
+from nnrt.hdi.reference.kernel import Kernel
+from nnrt.hdi.reference.ops._common import to_nhwc, window_axis
 from ..activation import emit_activation
 from ..lowering import NodeEmitter, NotLowerable, lowers
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .....protos import node_attrs_pb2 as na
-from .....server.graph import DYNAMIC
-from ...kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.graph import DYNAMIC
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
 from .lower_reshape import require_moved
 

@@ -9,8 +9,8 @@ rules, ONNX MatMul's too); float32 only: ONNX integer MatMul does not promise ou
 
 from __future__ import annotations
 
-from .....protos import node_attrs_pb2 as na
-from ...kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.reference.kernel import Kernel
 from ..activation import emit_activation
 from ..lowering import NodeEmitter, lowers
 

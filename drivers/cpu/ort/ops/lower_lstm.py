@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .....protos import node_attrs_pb2 as na
-from .....server.graph import DYNAMIC
-from ...kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.graph import DYNAMIC
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import F32, NodeEmitter, NotLowerable, lowers
 
 PERM = (0, 3, 1, 2)  # ONNX block q (i, o, f, c) takes our block PERM[q] (i, f, g, o)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .....protos import node_attrs_pb2 as na
-from .....server.graph import DYNAMIC
-from ...kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.graph import DYNAMIC
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
 from .lower_reshape import MOVED, require_moved
 from .lower_slice import BEFORE_FIRST, emit_slice

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .....protos import hdi_types_pb2 as ht
-from .....protos import node_attrs_pb2 as na
-from .....server.graph import DYNAMIC
-from ...kernel import Kernel
-from ...ops._common import to_nhwc, window_axis
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.graph import DYNAMIC
+from nnrt.hdi.reference.kernel import Kernel
+from nnrt.hdi.reference.ops._common import to_nhwc, window_axis
 from ..activation import _IDENTITY
 from ..lowering import F32, NodeEmitter, NotLowerable, lowers
 from .lower_conv2d import TO_NCHW, finish_spatial

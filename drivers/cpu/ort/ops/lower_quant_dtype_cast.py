@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from .....protos import node_attrs_pb2 as na
-from ...kernel import Kernel
-from ...ops.op_quant_dtype_cast import QUANTISED
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.reference.kernel import Kernel
+from nnrt.hdi.reference.ops.op_quant_dtype_cast import QUANTISED
 from ..lowering import F32, NodeEmitter, NotLowerable, lowers, onnx_dtype
 
 F64 = np.float64

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .....protos import hdi_types_pb2 as ht
-from .....protos import node_attrs_pb2 as na
-from ...kernel import Kernel
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import F32, FLOAT32_ONLY, NodeEmitter, NotLowerable, lowers
 
 _OP = {ht.REDUCE_MODE_MEAN: "ReduceMean", ht.REDUCE_MODE_SUM: "ReduceSum",

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .....protos import node_attrs_pb2 as na
-from .....server.graph import DYNAMIC
-from ...kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.graph import DYNAMIC
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
 
 # What data movement may carry: every HDI dtype onnxruntime's CPU kernels move, float16

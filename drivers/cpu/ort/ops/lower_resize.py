@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .....protos import hdi_types_pb2 as ht
-from .....protos import node_attrs_pb2 as na
-from .....server.graph import DYNAMIC
-from ...kernel import Kernel
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.graph import DYNAMIC
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers, onnx_dtype
 from .lower_reshape import require_moved
 

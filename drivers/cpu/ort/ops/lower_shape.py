@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .....protos import node_attrs_pb2 as na
-from ...kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import NodeEmitter, lowers, onnx_dtype
 from .lower_reshape import MOVED, require_moved
 

@@ -8,8 +8,8 @@ position the kernel resolved; a run-time axis stays on numpy.
 
 from __future__ import annotations
 
-from .....protos import node_attrs_pb2 as na
-from ...kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers
 from .lower_reshape import require_moved
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .....protos import hdi_types_pb2 as ht
-from .....protos import node_attrs_pb2 as na
-from ...kernel import Kernel
-from ...ops.op_exp import NATURAL
+from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.reference.kernel import Kernel
+from nnrt.hdi.reference.ops.op_exp import NATURAL
 from ..activation import emit_activation
 from ..lowering import F32, NodeEmitter, lowers
 

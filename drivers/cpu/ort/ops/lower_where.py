@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .....protos import node_attrs_pb2 as na
-from ...kernel import Kernel
+from nnrt.protos import node_attrs_pb2 as na
+from nnrt.hdi.reference.kernel import Kernel
 from ..lowering import NodeEmitter, NotLowerable, lowers, onnx_dtype
 
 CHOSEN = frozenset(np.dtype(t) for t in (np.int8, np.int32, np.int64, np.uint8, np.uint32,
