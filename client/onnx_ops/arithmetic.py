@@ -8,7 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from ..onnx_import import OnnxImportError, _Attrs, _handles, _Importer, _variadic
+from ..onnx_import.elementwise import _variadic
+from ..onnx_import.importer import _handles, _Importer
+from ..onnx_import.loading import OnnxImportError
+from ..onnx_import.values import _Attrs
 
 
 def _zero_like(dtype: np.dtype) -> np.ndarray:

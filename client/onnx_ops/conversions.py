@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from ..api import _OH_TYPES
-from ..onnx_import import OnnxImportError, _Attrs, _handles, _Importer, _Value
+from ..onnx_import.importer import _handles, _Importer
+from ..onnx_import.loading import OnnxImportError
+from ..onnx_import.values import _Attrs, _Value
 
 
 @_handles("CastLike")

@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..onnx_import import OnnxImportError, _Attrs, _axis, _handles, _Importer
+from ..onnx_import.importer import _handles, _Importer
+from ..onnx_import.loading import OnnxImportError
+from ..onnx_import.values import _Attrs, _axis
 
 
 @_handles("RMSNormalization")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..onnx_import import _Attrs, _handles, _Importer, _Value, reduce_into
+from ..onnx_import.importer import _handles, _Importer
+from ..onnx_import.reductions import reduce_into
+from ..onnx_import.values import _Attrs, _Value
 
 
 @_handles("ReduceL1", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
