@@ -129,7 +129,8 @@ def probe_driver(directory: str, dump: str) -> int:
                 want.unlink()
 
     threading.Thread(target=dumper, daemon=True, name="stage-dump").start()
-    return main.main(["cpu", "--runtime-dir", directory, "--log-level", "WARNING"])
+    return main.main(["cpu", "--runtime-dir", directory, "--log-level", "WARNING",
+                      *DRIVER_ARGS])
 
 
 def _ask(dump: str, what: str, timeout: float = 10.0) -> None:
@@ -141,15 +142,19 @@ def _ask(dump: str, what: str, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+DRIVER_ARGS: list[str] = []  # --driver-args
+
+
 def start_driver(directory: str, probe_dump: str | None = None) -> subprocess.Popen:
     """A CPU driver serving `directory` (with stage timers when `probe_dump`)."""
     from nnrt.common.runtime_dir import session_socket
 
     if probe_dump:
-        argv = [sys.executable, __file__, "--probe-driver", directory, "--dump", probe_dump]
+        argv = [sys.executable, __file__, "--probe-driver", directory, "--dump", probe_dump,
+                "--driver-args", " ".join(DRIVER_ARGS)]
     else:
         argv = [sys.executable, "-m", "nnrt.server", "cpu", "--runtime-dir", directory,
-                "--log-level", "WARNING"]
+                "--log-level", "WARNING", *DRIVER_ARGS]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
     path = session_socket(Path(directory), "cpu")
     deadline = time.monotonic() + 60
@@ -207,13 +212,15 @@ def pin(pid: int, cpus: set[int]) -> None:
             pass
 
 
-def measure_cost(run, driver_pid: int, runs: int, split: bool = False) -> dict[str, float]:
+def measure_cost(run, driver_pid: int, runs: int, split: bool = False,
+                 together: bool = False) -> dict[str, float]:
     """CPU per run; `split`: the client on the first CPU, the driver on the second (each
-    packet then wakes the other CPU, as two busy processes on a loaded machine see it)."""
+    packet then wakes the other CPU, as two busy processes on a loaded machine see it);
+    `together`: both on the first CPU."""
     cpus = sorted(os.sched_getaffinity(0))
-    if split and len(cpus) > 1:
+    if (split or together) and len(cpus) > 1:
         pin(os.getpid(), {cpus[0]})
-        pin(driver_pid, {cpus[1]})
+        pin(driver_pid, {cpus[1 if split else 0]})
     for _ in range(min(1000, runs // 10)):
         run()
     client0, driver0, wall0 = self_cpu_ns(), process_cpu_ns(driver_pid), time.perf_counter()
@@ -222,7 +229,7 @@ def measure_cost(run, driver_pid: int, runs: int, split: bool = False) -> dict[s
     wall = time.perf_counter() - wall0
     client = self_cpu_ns() - client0
     driver = process_cpu_ns(driver_pid) - driver0
-    if split and len(cpus) > 1:
+    if (split or together) and len(cpus) > 1:
         pin(os.getpid(), set(cpus))
         pin(driver_pid, set(cpus))
     return {"client_us": client / runs / 1e3, "driver_us": driver / runs / 1e3,
@@ -274,7 +281,7 @@ def stage_client(directory: str, dump: str, runs: int) -> None:
     from nnrt.client.core.prepared_model import PreparedModel
 
     capi_executor._prepare_run = timed_stage("check", capi_executor._prepare_run)
-    capi_executor.io_bytes = timed_stage("encode", capi_executor.io_bytes)
+    capi_executor.io_bytes = timed_stage("encode_io", capi_executor.io_bytes)
     core_driver.run_request_bytes = timed_stage("encode", core_driver.run_request_bytes)
     if hasattr(core_driver, "encode_run"):
         core_driver.encode_run = timed_stage("encode", core_driver.encode_run)
@@ -282,7 +289,9 @@ def stage_client(directory: str, dump: str, runs: int) -> None:
     if hasattr(core_driver.DriverClient, "_wait_run"):
         core_driver.DriverClient._wait_run = timed_stage("wait",
                                                          core_driver.DriverClient._wait_run)
-    core_driver.DriverClient.run = timed_stage("client_run", core_driver.DriverClient.run)
+    hot = "run_reply" if hasattr(core_driver.DriverClient, "run_reply") else "run"
+    setattr(core_driver.DriverClient, hot,
+            timed_stage("client_run", getattr(core_driver.DriverClient, hot)))
     if hasattr(core_driver, "decode_run_reply"):
         core_driver.decode_run_reply = timed_stage("decode", core_driver.decode_run_reply)
     else:
@@ -327,13 +336,14 @@ def stage_table(result: dict, runs: int) -> list[tuple[str, str, float]]:
     g = lambda table, k: table.get(k, 0.0)  # noqa: E731
     rows = [
         ("client", "check (C API arguments)", g(c, "check")),
-        ("client", "encode (request bytes)", g(c, "encode")),
+        ("client", "encode (tensors' IOTensors, request bytes)", g(c, "encode") + g(c, "encode_io")),
         ("client", "send (and the run's bookkeeping)",
-         g(c, "client_run") - g(c, "wait") - g(c, "encode") - g(c, "decode") * 0),
+         g(c, "client_run") - g(c, "wait") - g(c, "encode") + g(c, "encode_io")),
         ("client", "wake (wait/poll + receive)", g(c, "wait")),
         ("client", "decode (reply, output shapes)", g(c, "decode")),
         ("client", "C API and core glue",
-         g(c, "runsync") - g(c, "client_run") - g(c, "check") - g(c, "decode")),
+         g(c, "runsync") - g(c, "client_run") - g(c, "check") - g(c, "decode")
+         - g(c, "encode_io")),
         ("driver", "wake (selector wait)", g(d, "select") - g(d, "poll") * 0),
         ("driver", "poll (spin for the next Run)", g(d, "poll")),
         ("driver", "receive", g(d, "receive")),
@@ -352,11 +362,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--no-stages", action="store_true", help="skip (2)")
+    parser.add_argument("--driver-args", default="",
+                        help="more nnrt-driver options, e.g. '--spin-us 0'")
     parser.add_argument("--probe-driver", help=argparse.SUPPRESS)
     parser.add_argument("--dump", help=argparse.SUPPRESS)
     parser.add_argument("--stage-client", help=argparse.SUPPRESS)
     parser.add_argument("--serve-pingpong", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    DRIVER_ARGS[:] = args.driver_args.split()
     if args.probe_driver:
         return probe_driver(args.probe_driver, args.dump)
     if args.serve_pingpong:
@@ -382,6 +395,7 @@ def main() -> int:
             run, sock, close = tiny_run()
             cost = measure_cost(run, peer_pid(sock), args.runs)
             split = measure_cost(run, peer_pid(sock), args.runs, split=True)
+            together = measure_cost(run, peer_pid(sock), args.runs, together=True)
             close()
         finally:
             proc.terminate()
@@ -395,6 +409,9 @@ def main() -> int:
     print(f"{'  the same, client and driver pinned':34s} {split['client_us']:8.1f} "
           f"{split['driver_us']:8.1f} {split['total_us']:8.1f} {split['wall_us']:8.1f}   "
           f"(one CPU each: every packet wakes the other CPU)")
+    print(f"{'  the same, both on one CPU':34s} {together['client_us']:8.1f} "
+          f"{together['driver_us']:8.1f} {together['total_us']:8.1f} "
+          f"{together['wall_us']:8.1f}")
     print(f"{'python ping-pong (64 B, blocking)':34s} {floor['client_us']:8.1f} "
           f"{floor['driver_us']:8.1f} {floor['total_us']:8.1f} {floor['wall_us']:8.1f}")
 
@@ -420,7 +437,8 @@ def main() -> int:
                   f"{result['cost']['driver_us']:.1f})")
             for side, stage, us in stage_table(result, runs):
                 print(f"  {side:7s} {stage:36s} {us:7.1f}")
-    print(json.dumps({"cost": cost, "split": split, "pingpong": floor}))
+    print(json.dumps({"cost": cost, "split": split, "together": together,
+                      "pingpong": floor}))
     return 0
 
 

@@ -122,6 +122,8 @@ def receive_into(sock: socket.socket, buffer: bytearray,
     Raises ValueError for a truncated packet (its fds already closed).
     """
     size, ancillary, msg_flags, _ = sock.recvmsg_into([buffer], _FD_SPACE, flags)
+    if not ancillary and size and not msg_flags & _TRUNCATED:  # the common packet: no fds
+        return size, []
     fds = array.array("i")
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:

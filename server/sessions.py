@@ -43,6 +43,7 @@ import itertools
 import logging
 import os
 import secrets
+import select
 import selectors
 import socket
 import struct
@@ -110,6 +111,10 @@ class Session:
         self._next_model_id = itertools.count(1)
         self._lock = threading.Lock()
         self.closed = False
+        # (payload, entry, checked request) of the Run request last found known
+        # (servicers._known), so that the run of the packet the estimate looked at does
+        # not look it up again.
+        self.known_run: tuple[bytes, PreparedEntry, CheckedRequest] | None = None
 
     def add_prepared(self, entry: PreparedEntry) -> int:
         with self._lock:
@@ -130,6 +135,7 @@ class Session:
     def release_prepared(self, model_id: int) -> None:
         with self._lock:
             entry = self._prepared.pop(model_id, None)
+            self.known_run = None  # holds no released model
         if entry is None:
             raise DriverError(
                 NNRT_INVALID_MODEL, f"unknown prepared model {model_id} in this session"
@@ -164,6 +170,7 @@ class Session:
         """Free everything; returns (prepared models, buffers) freed."""
         with self._lock:
             self.closed = True
+            self.known_run = None
             entries = list(self._prepared.values())
             self._prepared.clear()
         for entry in entries:
@@ -175,16 +182,13 @@ class Session:
         return count, self.buffers.close()
 
 
-def _more_pending(sock: socket.socket) -> bool:
-    """Whether another packet already waits on the socket: a client that sends Runs without
-    waiting for each (pipelining, a flood) gets workers and the per-session cap, not the
-    channel's own thread."""
-    try:
-        return bool(sock.recv(1, channel.PEEK_NOW))
-    except (BlockingIOError, InterruptedError):
-        return False
-    except OSError:
-        return True  # let the worker path meet the error
+def _more_pending(poller: select.poll) -> bool:
+    """Whether another packet already waits on the connection (`poller`: its socket's, for
+    POLLIN): a client that sends Runs without waiting for each (pipelining, a flood) gets
+    workers and the per-session cap, not the channel's own thread. A hang-up or an error
+    counts as pending too: the worker path meets it. (A poll, not a peeking recv: that
+    raises BlockingIOError in the common case, and an exception costs a µs or two.)"""
+    return bool(poller.poll(0))
 
 
 def _load_malloc_trim() -> Callable[[int], int] | None:
@@ -356,6 +360,10 @@ RunEstimate = Callable[[Session, bytes], float | None]  # expected computation (
 # session's turn; False when the run should go to a worker instead.
 QueueRun = Callable[[Session, bytes, Callable[[], None]], bool]
 
+_RUN_HEADER = channel.RUN_REQUEST.unpack_from
+_RUN_AT = len(channel.RUN) + channel.RUN_REQUEST.size  # where a Run packet's RunRequest starts
+_pack_run_reply = channel.RUN_REPLY.pack
+
 # RunReply bytes of the refusals the channel itself answers.
 _BUSY = pb.RunReply(returnCode=NNRT_DEVICE_BUSY).SerializeToString()
 _FORBIDDEN = pb.RunReply(returnCode=NNRT_OPERATION_FORBIDDEN).SerializeToString()
@@ -497,6 +505,8 @@ class _Connection:
         self._queued_fds = 0
         self._wake = wake
         self.admitted_uid: int | None = None  # counted in the UidLedger until the session ends
+        self.readable = select.poll()  # `_more_pending`
+        self.readable.register(sock, select.POLLIN)
 
     def begin_run(self, seq: int) -> str:
         """"ok" (counted in flight), "busy" (at the session's cap) or "ended"."""
@@ -635,7 +645,9 @@ class SessionChannelServer:
         self._queue_run = queue_run
         self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="run")
         self._runs = 0
-        self._runs_done = threading.Condition()
+        self._runs_lock = threading.Lock()  # `_runs` (a plain lock: taken twice a run)
+        self._runs_done = threading.Condition()  # notified only while `stop` drains
+        self._draining = False
         self._intake_closed = False
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._listener.bind(str(path))
@@ -690,9 +702,11 @@ class SessionChannelServer:
         session and close the socket (the caller unlinks it)."""
         self.close_intake()
         deadline = time.monotonic() + grace
+        self._draining = True
         with self._runs_done:
+            # Bounded waits: a run may finish between the check and the wait.
             while self._runs and (left := deadline - time.monotonic()) > 0:
-                self._runs_done.wait(left)
+                self._runs_done.wait(min(left, 0.05))
             if self._runs:
                 log.warning("%d run(s) still in flight after %.1f s: ending their sessions",
                             self._runs, grace)
@@ -986,7 +1000,7 @@ class SessionChannelServer:
             connection.send(channel.encode_message(
                 {"seq": None, "returnCode": NNRT_INVALID_PARAMETER}))
             return
-        seq, timeout_ms, think_us = header.unpack_from(data, 1)
+        seq, timeout_ms, think_us = _RUN_HEADER(data, 1)
         deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
         if connection.answered_at:
             # The client's word for it where it gives one: measured here, the gap also
@@ -1012,12 +1026,12 @@ class SessionChannelServer:
             log.info("session %d: accepting Runs again (%d answered NNRT_DEVICE_BUSY)",
                      session.id, connection.busy_refused)
             connection.busy_refused = 0
-        with self._runs_done:
+        with self._runs_lock:
             self._runs += 1
-        payload = data[1 + header.size:]
+        payload = data[_RUN_AT:]
         estimate = None if self._estimate is None else self._estimate(session, payload)
         if estimate is not None and estimate < SOLO_RUN_S and \
-                not _more_pending(connection.sock):
+                not _more_pending(connection.readable):
             solo = self._runs == 1 and time.monotonic() >= self._others_until
             quick = estimate < QUICK_RUN_S
             if quick or solo:
@@ -1051,14 +1065,16 @@ class SessionChannelServer:
 
     def _run_finished(self, connection: _Connection, seq: int) -> None:
         connection.end_run(seq)
-        with self._runs_done:
+        with self._runs_lock:
             self._runs -= 1
-            self._runs_done.notify_all()
+        if self._draining:
+            with self._runs_done:
+                self._runs_done.notify_all()
 
     @staticmethod
     def _send_run_reply(connection: _Connection, seq: int, reply: bytes,
                         flags: int = 0) -> None:
-        connection.send(b"".join((channel.RUN, channel.RUN_REPLY.pack(seq, flags), reply)))
+        connection.send(b"".join((channel.RUN, _pack_run_reply(seq, flags), reply)))
 
     def _handle(self, session: Session, message: dict[str, Any],
                 fds: list[int]) -> tuple[dict[str, Any], list[int]]:

@@ -92,6 +92,8 @@ def spin_seconds() -> float:
     return value / 1e6
 
 _EMPTY = empty_pb2.Empty()
+_MAX_KEPT_REQUESTS = 256  # Run requests' bytes a session keeps (`DriverClient.run_reply`)
+_perf_counter = time.perf_counter
 _MAX_MESSAGE_BYTES = 64 << 20
 _RUN_HEADER = channel.RUN_REQUEST.pack  # Run packet: RUN | seq, timeout_ms, think | RunRequest
 _RUN_OVERHEAD = len(channel.RUN) + channel.RUN_REQUEST.size
@@ -186,6 +188,9 @@ def _messages(tensors: Sequence[ht.IOTensor | bytes]) -> list:
 
 
 _RUN_BYTE = channel.RUN[0]
+_RUN_REPLY_HEADER = channel.RUN_REPLY.unpack_from
+_receive_into = channel.receive_into
+_NOW = channel.NOW
 _RUN_REPLY_AT = len(channel.RUN) + channel.RUN_REPLY.size  # where a Run reply's protobuf starts
 
 
@@ -252,7 +257,7 @@ class RunTicket:
             pass  # the driver is gone, and the run with it
 
 
-def _unless_past_deadline(reply: pb.RunReply, timeout: float | None,
+def unless_past_deadline(reply: pb.RunReply, timeout: float | None,
                           ticket: RunTicket | None) -> pb.RunReply:
     """A Run's reply, or TimeoutError when it says the driver abandoned the run at the
     deadline it was given: that answer can reach the caller before the caller's own timer
@@ -283,6 +288,8 @@ class DriverClient:
         self._view = memoryview(self._buffer)
         self._orphans = 0  # replies still to come for requests whose callers gave up
         self._polled_models: set[int] = set()  # whose last Run reply said REPLY_POLL
+        # Run requests' bytes by (model, tensors' serialized IOTensors): `run_reply`
+        self._requests: dict[tuple, bytes] = {}
         self._replied_at = 0.0  # when the last Run reply was read (think times, `run`)
         self._spin = spin_seconds()  # how long a quick Run polls for its reply (`run`)
         self._hung_up = False  # the reader met end-of-file (the watcher marks the death)
@@ -411,17 +418,16 @@ class DriverClient:
         was none (`block` False) or at end-of-file / a socket error (`_hung_up` set)."""
         buffer, view = self._buffer, self._view
         try:
-            size, fds = channel.receive_into(self._sock, buffer,
-                                             0 if block else channel.NOW)
+            size, fds = _receive_into(self._sock, buffer, 0 if block else _NOW)
             flags = 0
             if size is None:
                 reply, seq = None, None
             elif size and buffer[0] == _RUN_BYTE:  # a Run reply: protobuf bytes
                 if size < _RUN_REPLY_AT:
                     raise ValueError(f"a Run reply of {size} bytes")
-                seq, flags = channel.RUN_REPLY.unpack_from(buffer, 1)
+                seq, flags = _RUN_REPLY_HEADER(buffer, 1)
                 reply = bytes(view[_RUN_REPLY_AT:size])
-                self._replied_at = time.perf_counter()
+                self._replied_at = _perf_counter()
             else:
                 reply = channel.parse_message(bytes(view[:size]), fds)
                 seq = reply.get("seq")
@@ -731,11 +737,37 @@ class DriverClient:
 
         `profile`: the driver times the run step by step (RunReply.profile).
         """
-        data = run_request_bytes(model_id, inputs, outputs)
-        if profile:
-            data += _PROFILE_FIELD
-        if _RUN_OVERHEAD + len(data) > channel.MAX_PACKET:
-            return self.run_grpc(model_id, inputs, outputs, timeout, ticket, profile)
+        return unless_past_deadline(
+            pb.RunReply.FromString(self.run_reply(model_id, inputs, outputs, timeout, ticket,
+                                                  profile)), timeout, ticket)
+
+    def run_reply(self, model_id: int, inputs: Sequence[ht.IOTensor | bytes],
+                  outputs: Sequence[ht.IOTensor | bytes], timeout: float | None = None,
+                  ticket: RunTicket | None = None, profile: bool = False) -> bytes:
+        """`run` without the reply's decoding: the serialized RunReply (a caller that runs
+        the same tensors again gets the same bytes for the same answer, and may keep what
+        it made of them). A reply that says the driver abandoned the run at `timeout` is
+        returned as such (`run` raises TimeoutError for it)."""
+        key = None
+        if not profile:  # the same tensors again: the request's bytes are made once
+            key = (model_id, len(inputs), *inputs, *outputs)
+            try:
+                data = self._requests.get(key)
+            except TypeError:  # IOTensor messages are not hashable: built each time
+                data = key = None
+        else:
+            data = None
+        if data is None:
+            data = run_request_bytes(model_id, inputs, outputs)
+            if profile:
+                data += _PROFILE_FIELD
+            if _RUN_OVERHEAD + len(data) > channel.MAX_PACKET:
+                return self.run_grpc(model_id, inputs, outputs, timeout, ticket,
+                                     profile).SerializeToString()
+            if key is not None:
+                if len(self._requests) >= _MAX_KEPT_REQUESTS:
+                    self._requests.clear()
+                self._requests[key] = data
         timeout_ms = 0 if timeout is None else max(1, math.ceil(timeout * 1000))
         seq = next(self._seq)
         waiter = _Waiter()
@@ -746,7 +778,7 @@ class DriverClient:
         try:
             replied_at = self._replied_at
             think = channel.NO_THINK_TIME if not replied_at else \
-                min(int((time.perf_counter() - replied_at) * 1e6), channel.NO_THINK_TIME - 1)
+                min(int((_perf_counter() - replied_at) * 1e6), channel.NO_THINK_TIME - 1)
             self._sock.send(b"".join((channel.RUN, _RUN_HEADER(seq, timeout_ms, think), data)))
         except OSError as exc:
             self._waiters.pop(seq, None)
@@ -766,7 +798,7 @@ class DriverClient:
             self._polled_models.add(model_id)
         else:
             self._polled_models.discard(model_id)
-        return _unless_past_deadline(pb.RunReply.FromString(waiter.reply), timeout, ticket)
+        return waiter.reply
 
     def cancel_run(self, seq: int) -> bool:
         """Have the driver abandon the Run `seq` of this session (True when it was in flight
@@ -786,7 +818,7 @@ class DriverClient:
                            pb.RunRequest(preparedModelId=model_id, inputs=_messages(inputs),
                                          outputs=_messages(outputs), profile=profile),
                            timeout)
-        return _unless_past_deadline(reply, timeout, ticket)
+        return unless_past_deadline(reply, timeout, ticket)
 
     def release_prepared_model(self, model_id: int) -> pb.ReturnCodeReply:
         return self._call(self.prepared.ReleasePreparedModel,
