@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..api import Operand, _OH_TYPES
+from ..api.dtypes import _OH_TYPES
+from ..api.operand import Operand
 from .importer import _handles, _Importer
 from .loading import OnnxImportError
 from .values import _Attrs, _FUSE, _permuted, _SQRT2, _Value

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..api import Model
+from ..api.model import Model
 from .importer import _HANDLERS, _Importer
 from .loading import load_onnx, OnnxImportError, _onnx
 

@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 
 from .. import capi
-from ..api import Model, Operand, _OH_TYPES
+from ..api.dtypes import _OH_TYPES
+from ..api.model import Model
+from ..api.operand import Operand
 from .loading import OnnxImportError, _onnx
 from .quant_plan import _FUSES_ACTIVATION, _qparams, _QUANTISABLE, _QuantPlan
 from .values import (_Attrs, _identity, _inverse, _moves_only_units, _permuted, _physical_axis,

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..api import _OH_TYPES
+from ..api.dtypes import _OH_TYPES
 from .importer import _handles, _Importer
 from .loading import OnnxImportError
 from .quant_plan import _qparams

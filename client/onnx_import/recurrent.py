@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..api import Operand
+from ..api.operand import Operand
 from .importer import _handles, _Importer
 from .loading import OnnxImportError
 from .values import _Attrs

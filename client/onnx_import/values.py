@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..api import Operand
+from ..api.operand import Operand
 from .loading import OnnxImportError
 
 

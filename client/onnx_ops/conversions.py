@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..api import _OH_TYPES
+from ..api.dtypes import _OH_TYPES
 from ..onnx_import.importer import _handles, _Importer
 from ..onnx_import.loading import OnnxImportError
 from ..onnx_import.values import _Attrs, _Value
