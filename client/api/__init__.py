@@ -38,6 +38,10 @@ from .executor import DEFAULT_RUN_TIMEOUT, Executor  # noqa: F401 - the default 
 from .model import Model
 from .operand import Operand
 
+# Model.load reads .onnx through the importer, which registers itself in model.READERS (it
+# builds Models, so the dependency goes from it to model.py, never back)
+from .. import onnx_import  # noqa: F401,E402
+
 __all__ = [
     "NNRtError",
     "DeviceInfo",

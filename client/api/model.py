@@ -4,7 +4,7 @@ compiling)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,10 @@ from .operand import Operand
 from .shapes import _infer, _shape, _ShapePlan, _Step
 
 
+# Readers of the model files `Model.load` takes besides saved models, by suffix. A reader
+# builds a Model, so it sits above this module and registers itself: the ONNX importer
+# (".onnx", nnrt.client.onnx_import), which nnrt.client.api imports.
+READERS: dict[str, Callable[..., Model]] = {}
 _FUSE = {None: 0, "none": 0, "relu": 1, "relu6": 2}
 _FORMATS = {None: OH_NN_Format.OH_NN_FORMAT_NONE, "NCHW": OH_NN_Format.OH_NN_FORMAT_NCHW,
             "NHWC": OH_NN_Format.OH_NN_FORMAT_NHWC, "ND": OH_NN_Format.OH_NN_FORMAT_ND}
@@ -85,10 +89,10 @@ class Model:
             if options:
                 raise TypeError(f"options {sorted(options)} apply to .onnx models only")
             return cls._from_lowered(model_file.load(path))
-        if os.fspath(path).lower().endswith(".onnx"):
-            from nnrt.client.onnx_import import import_onnx  # noqa: PLC0415
-
-            return import_onnx(path, **options)
+        reader = next((read for suffix, read in READERS.items()
+                       if os.fspath(path).lower().endswith(suffix)), None)
+        if reader is not None:
+            return reader(path, **options)
         raise ValueError(f"{os.fspath(path)}: not a model file this nnrt reads (.onnx or "
                          f".nnrt)")
 

@@ -80,6 +80,7 @@ from __future__ import annotations
 from . import (elementwise, linear, movement, normalization, qdq,  # noqa: F401
                recurrent, reductions, spatial)
 from .. import onnx_ops  # noqa: F401 - registers the operators mapped there
+from ..api.model import READERS
 from ..onnx_ops.functions import BY_FUNCTION_BODY
 from .entry import MIN_OPSET, import_onnx  # noqa: F401 - MIN_OPSET: the opset it reads
 from .importer import _HANDLERS
@@ -94,6 +95,9 @@ __all__ = [
     "import_onnx",
     "load_onnx",
 ]
+
+# Model.load(".onnx") reads through import_onnx
+READERS[".onnx"] = import_onnx
 
 SUPPORTED_OPERATORS: tuple[str, ...] = tuple(sorted(
     {*_HANDLERS, *BY_FUNCTION_BODY, "Shape", "Size", "Constant", "ConstantOfShape", "Range"}))
