@@ -37,7 +37,8 @@ starts or stops the spare without touching the live driver.
 `key = true` → `--key`, `false` → left out, a list → the option once per element;
 underscores in keys are taken as dashes. The driver is the authority on what its options
 mean, and it is asked at load: the options are parsed by nnrt-driver's own argument parser
-and range checks (server/main.py `build_parser`, `parse_args`), so an unknown option or a
+and range checks (server/main.py `build_parser`, `parse_args`) — the host's options and
+those the driver's kind declares (its plugin, nnrt.hdi.plugin) — so an unknown option or a
 bad value is a configuration error naming the file, the driver and the option — refused at
 start (exit 1) or at a reload (the running configuration kept) — never a driver that exits
 2 at each start until the crash-loop limit.
@@ -57,8 +58,9 @@ import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import NoReturn
 
-from nnrt.drivers import DEVICE_KINDS
+from nnrt.hdi.plugin import PluginError, installed_kinds
 
 CONFIG_ENV = "NNRT_DEVMGR_CONFIG"
 SYSTEM_CONFIG = Path("/etc/nnrt/devmgr.toml")
@@ -232,20 +234,23 @@ def _options(where: str, table: object) -> tuple[tuple[str, object], ...]:
 
 def check_options(where: str, spec: DriverSpec) -> None:
     """Parse the command line the driver would get with nnrt-driver's own parser and checks
-    (server/main.py); ConfigError with what nnrt-driver would say instead of its exit 2."""
+    (server/main.py): the host's options and those its kind declares (nnrt.hdi.plugin);
+    ConfigError with what nnrt-driver would say instead of its exit 2, or why the kind's
+    plugin cannot be used instead of its exit 1."""
     from nnrt.server import (
         main as driver_main,  # the driver's parser: imported when needed
     )
 
     args = spec.option_args()
-    parser = driver_main.build_parser()
 
-    def refuse(message: str) -> None:
+    def refuse(message: str) -> NoReturn:
         raise ConfigError(f"{where}: options: nnrt-driver {spec.kind} refuses "
                           f"{' '.join(args)}: {message}")
 
-    parser.error = refuse  # argparse's (and parse_args') way out, as an exception
-    parsed = driver_main.parse_args([spec.kind, "--name", spec.name, *args], parser)
+    try:
+        parsed = driver_main.parse_args([spec.kind, "--name", spec.name, *args], refuse)
+    except PluginError as exc:
+        raise ConfigError(f"{where}: kind {spec.kind!r} cannot be used: {exc}") from None
     for key, value in vars(parsed).items():
         # Drivers start in / (server/devmgr.py): a relative path would not mean what the
         # configuration's author sees from wherever they stand.
@@ -279,9 +284,10 @@ def parse_config(text: str, path: Path | None = None) -> Config:
                               f"(at most 64, not starting with a punctuation mark)")
         _check_keys(here, table, _DRIVER_KEYS)
         kind = table.get("kind", name)
-        if kind not in DEVICE_KINDS:
-            raise ConfigError(f"{here}: unknown kind {kind!r} "
-                              f"(known: {', '.join(sorted(DEVICE_KINDS))})")
+        if kind not in installed_kinds():
+            raise ConfigError(f"{here}: unknown kind {kind!r} (installed: "
+                              f"{', '.join(installed_kinds()) or 'none'}; `nnrt devices "
+                              f"--kinds` lists them)")
         standby = table.get("standby", False)
         if not isinstance(standby, bool):
             raise ConfigError(f"{here}: standby must be true or false, not {standby!r}")

@@ -38,11 +38,12 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
-from nnrt.drivers import DEVICE_KINDS, DeviceUnavailable, load_device
+from nnrt.hdi.plugin import (DeviceUnavailable, DriverKind, PluginError, installed_kinds)
 from nnrt.hdi.reference import graph_checks as reference
-from nnrt.drivers.cpu.ort import int8_kernels  # its choices and variable (numpy alone)
 from nnrt.server import buffers
 from nnrt.hdi import cache_key
 from nnrt.common.cpus import usable_cores
@@ -61,12 +62,19 @@ from nnrt.server.sessions import (DEFAULT_MAX_RUNS_PER_SESSION, DEFAULT_MAX_SESS
 log = logging.getLogger("nnrt.driver")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """nnrt-driver's argument parser (also what the device manager's configuration checks a
-    driver's `options` with, server/devmgr_config.py); `parse_args` adds the range checks."""
+def build_parser(kind: DriverKind | None = None, origin: str = "",
+                 add_help: bool = True) -> argparse.ArgumentParser:
+    """nnrt-driver's argument parser: the host's options and, given a kind, that driver's own
+    (one argument group, declared by its plugin). `parse_args` picks the kind and adds the
+    range checks; the device manager's configuration checks a driver's `options` with it
+    (server/devmgr_config.py)."""
     parser = argparse.ArgumentParser(
-        prog="nnrt-driver", description="Run one NNRt HDI driver in the foreground.")
-    parser.add_argument("kind", choices=sorted(DEVICE_KINDS), help="which device to serve")
+        prog="nnrt-driver", description="Run one NNRt HDI driver in the foreground.",
+        epilog=_kinds_epilog() if kind is None and add_help else None, add_help=add_help,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", nargs=None if add_help else "?",
+                        help="which device to serve (an installed driver kind; "
+                             "`nnrt devices --kinds` lists them; its options follow it)")
     parser.add_argument("--name", help="socket name (default: the kind)")
     parser.add_argument("--version", action="version",
                         version=f"nnrt-driver {installed_version()}")
@@ -139,29 +147,6 @@ def build_parser() -> argparse.ArgumentParser:
     channel.add_argument("--allow-gid", type=int, action="append", default=[], metavar="GID",
                          help="only processes in this group (primary or supplementary; "
                               "repeatable), or of an --allow-uid, may open sessions")
-    cpu = parser.add_argument_group("cpu driver")
-    cpu.add_argument("--engine", choices=["ort", "numpy"], default=None,
-                     help="ort (default, or $NNRT_CPU_ENGINE): onnxruntime computes what it can express exactly, "
-                          "numpy kernels the rest; numpy: the numpy reference kernels only")
-    cpu.add_argument("--threads", type=int, default=None, metavar="N",
-                     help="onnxruntime's intra-op threads, shared by every model (default: "
-                          "the cores this process may use)")
-    cpu.add_argument("--int8-kernels", choices=int8_kernels.CHOICES, default=None,
-                     help="onnxruntime's int8 kernels: auto (default, or "
-                          "$NNRT_ORT_INT8_KERNELS): u8s8 where the CPU makes them exact "
-                          "(VNNI; ARM), s8s8 elsewhere (u8s8 saturates without VNNI), each "
-                          "checked at start; numpy: quantised nodes on the numpy kernels")
-    gpu = parser.add_argument_group("gpu driver")
-    gpu.add_argument("--cl-device", default=None, metavar="gpu|any|P:D",
-                     help="the OpenCL device: gpu (default: the first device of type GPU), "
-                          "any (any type, e.g. PoCL's CPU device), or platform:device indices")
-    gpu.add_argument("--gpu-memory-mb", type=int, default=None, metavar="N",
-                     help="device memory the driver may use (default: the device's global "
-                          "memory); beyond it prepare and runs get NNRT_OUT_OF_MEMORY")
-    accel = parser.add_argument_group("accel driver (the NPU simulator)")
-    accel.add_argument("--spec", type=Path, default=None, metavar="SPEC.toml",
-                       help="the simulated device's specification (default: the built-in "
-                            "one, a small mobile NPU)")
     faults = parser.add_argument_group("fault injection (for tests; off by default)")
     faults.add_argument("--fault-run-delay-ms", type=int, default=0, metavar="N",
                         help="delay every Run by N ms (abandoned when its caller gives up)")
@@ -191,13 +176,90 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--fault-admit-delay-ms", type=int, default=0, metavar="N",
                         help="every Prepare* waits N ms between the device's prepare and its "
                              "session taking the model")
+    if kind is not None:
+        group = parser.add_argument_group(
+            f"{kind.name} driver ({origin or 'its own options'})", kind.summary)
+        before = len(parser._actions)
+        kind.add_options(group)
+        parser.set_defaults(driver_dests=tuple(a.dest for a in parser._actions[before:]))
     return parser
 
 
+def _kinds_epilog() -> str:
+    lines = ["driver kinds (`nnrt-driver KIND --help`: its options):"]
+    for name, entry in installed_kinds().items():
+        try:
+            summary = entry.load().summary
+        except PluginError:
+            summary = f"unusable ({entry.where}): see the log"
+        lines.append(f"  {name:<10} {summary}")
+    if len(lines) == 1:
+        lines.append("  none installed (reinstall nnrt: its own kinds are entry points)")
+    return "\n".join(lines)
+
+
+def _declared(kind: DriverKind) -> list[tuple[str, ...]]:
+    """The option strings of each option a kind declares, in its order."""
+    probe = argparse.ArgumentParser(add_help=False)
+    try:
+        kind.add_options(probe.add_argument_group(kind.name))
+    except Exception:  # that plugin's fault, reported when that kind is started
+        return []
+    return [tuple(a.option_strings) for a in probe._actions if a.option_strings]
+
+
+def _whose(given: list[str], this: str) -> str | None:
+    """`--x and --y are options of the gpu driver` when an option given to `this` kind is
+    another installed kind's; None when no kind declares it."""
+    names = {g.partition("=")[0] for g in given}
+    for name, entry in installed_kinds().items():
+        if name == this:
+            continue
+        try:
+            declared = _declared(entry.load())
+        except PluginError:
+            continue
+        if any(names & set(strings) for strings in declared):
+            options = [strings[-1] for strings in declared]
+            listed = options[0] if len(options) == 1 else \
+                f"{', '.join(options[:-1])} and {options[-1]}"
+            return (f"{listed} {'is an option' if len(options) == 1 else 'are options'} of "
+                    f"the {name} driver")
+    return None
+
+
 def parse_args(argv: list[str] | None,
-               parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
-    parser = build_parser() if parser is None else parser
-    args = parser.parse_args(argv)
+               error: Callable[[str], NoReturn] | None = None) -> argparse.Namespace:
+    """The options of `nnrt-driver KIND ...`: the kind first (it decides which options
+    exist), then the host's and the kind's options, checked. `args.driver_kind` is the
+    kind's DriverKind, `args.driver_options` its own options alone. A usage error goes to
+    `error` (default: argparse's, exit 2); an unusable kind raises PluginError (exit 1)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = build_parser(add_help=False)
+    if error is not None:
+        first.error = error
+    known, _ = first.parse_known_args(argv)
+    if known.kind is None:  # `nnrt-driver --help`, or no kind: the full parser says it
+        whole = build_parser()
+        if error is not None:
+            whole.error = error
+        whole.parse_args(argv)
+        first.error("the following arguments are required: kind")
+    entry = installed_kinds().get(known.kind)
+    if entry is None:
+        first.error(f"argument kind: invalid choice: {known.kind!r} (choose from "
+                    f"{', '.join(installed_kinds()) or 'none: no driver kind is installed'})")
+    kind = entry.load()
+    try:
+        parser = build_parser(kind, f"{entry.target}, {entry.origin}")
+    except Exception as exc:  # argparse's conflict with a host option, or the plugin's bug
+        raise PluginError(f"{entry.where}: its options cannot be declared: {exc}") from None
+    if error is not None:
+        parser.error = error
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        parser.error(_whose([e for e in extras if e.startswith("-")], kind.name)
+                     or f"unrecognized arguments: {' '.join(extras)}")
     for option in ("fault_run_delay_ms", "fault_exit_on_run", "fault_exit_on_prepare",
                    "fault_slow_start_ms", "fault_admit_delay_ms"):
         if getattr(args, option) < 0:
@@ -224,39 +286,18 @@ def parse_args(argv: list[str] | None,
             parser.error(f"--standby-fd {args.standby_fd} is not an open file descriptor")
     if not 0.0 <= args.fault_exit_on_run_probability <= 1.0:
         parser.error("--fault-exit-on-run-probability must be within [0, 1]")
-    if args.kind != "gpu" and (args.cl_device is not None or args.gpu_memory_mb is not None):
-        parser.error("--cl-device and --gpu-memory-mb are options of the gpu driver")
     for option in ("max_driver_memory_mb", "max_session_memory_mb", "max_uid_memory_mb",
                    "max_model_memory_mb"):
         if getattr(args, option) is not None and getattr(args, option) <= 0:
             parser.error(f"--{option.replace('_', '-')} must be > 0")
-    if args.gpu_memory_mb is not None and args.gpu_memory_mb <= 0:
-        parser.error("--gpu-memory-mb must be > 0")
-    if args.kind != "cpu" and (args.engine is not None or args.threads is not None or
-                               args.int8_kernels is not None):
-        parser.error("--engine, --threads and --int8-kernels are options of the cpu driver")
-    int8_env = os.environ.get(int8_kernels.ENV)
-    if args.kind == "cpu" and args.int8_kernels is None and int8_env and \
-            int8_env.lower() not in int8_kernels.CHOICES:
-        parser.error(f"${int8_kernels.ENV}={int8_env!r} is not one of "
-                     f"{', '.join(int8_kernels.CHOICES)}")
-    if args.threads is not None and args.threads <= 0:
-        parser.error("--threads must be > 0")
-    if args.kind != "accel" and args.spec is not None:
-        parser.error("--spec is an option of the accel driver")
+    args.driver_kind = kind
+    args.driver_options = argparse.Namespace(
+        **{dest: getattr(args, dest) for dest in args.driver_dests})
+    try:
+        kind.check_options(args.driver_options)
+    except ValueError as exc:
+        parser.error(str(exc))
     return args
-
-
-def device_options(args: argparse.Namespace) -> dict[str, object]:
-    """The options of the device kind being started."""
-    if args.kind == "gpu":
-        return {"cl_device": args.cl_device or "gpu", "memory_limit_mb": args.gpu_memory_mb}
-    if args.kind == "accel":
-        return {"spec_path": args.spec}
-    # NNRT_CPU_ENGINE: the default engine of every CPU driver started without --engine
-    # (how the test suite runs whole with either engine).
-    return {"engine": args.engine or os.environ.get("NNRT_CPU_ENGINE", "ort"),
-            "threads": args.threads, "int8_kernels": args.int8_kernels}
 
 
 def fault_injection(args: argparse.Namespace) -> FaultInjection:
@@ -382,7 +423,12 @@ def setup_logging(level: str, name: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except PluginError as exc:  # an unusable driver plugin: a start failure, not bad usage
+        setup_logging("INFO", "plugin")
+        log.error("%s", exc)
+        return 1
     setup_logging(args.log_level, args.name or args.kind)
     faults = fault_injection(args)
     if faults.allowed:
@@ -403,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.standby_fd is None:
             lock = DriverLock.acquire(directory, name)
         configure_budgets(args)
-        device = load_device(args.kind, **device_options(args))
+        device = args.driver_kind.create(args.driver_options)
         host = DriverHost(device, directory, name, faults,
                           stall_timeout=args.stall_timeout, channel_policy=channel_policy(args))
         if args.standby_fd is not None:

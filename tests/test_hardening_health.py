@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 from grpc_health.v1 import health_pb2
 from nnrt.client.core.driver import DriverClient
-from nnrt.drivers import load_device
+from nnrt.drivers.cpu.device import CpuDevice
 from nnrt.server.devmgr_config import Settings, load_config
 from nnrt.common.devmgr_ctl import DevmgrUnavailable
 from nnrt.server.host import DriverHost
@@ -115,7 +115,7 @@ def test_slow_and_hung_runs_leave_the_driver_serving(runtime_dir):
 
 def test_health_follows_the_session_channel_not_the_runs(tmp_path, monkeypatch):
     directory = tmp_path / "rt"
-    host = DriverHost(load_device("cpu"), directory, "cpu", stall_timeout=0.4)
+    host = DriverHost(CpuDevice(), directory, "cpu", stall_timeout=0.4)
     host.start()
     try:
         path = host.grpc_path

@@ -287,7 +287,7 @@ def test_socket_swapped_for_a_symlink_during_start_is_refused(runtime_dir: Path,
                                                             monkeypatch) -> None:
     """The race the old chmod lost: between bind and chmod someone puts a symlink at the
     socket path. Now nothing chmods a path, and the host refuses to serve a replaced path."""
-    from nnrt.drivers import load_device
+    from nnrt.drivers.cpu.device import CpuDevice
     from nnrt.server import host as host_module
 
     victim = tmp_path / "victim"
@@ -304,7 +304,7 @@ def test_socket_swapped_for_a_symlink_during_start_is_refused(runtime_dir: Path,
 
     monkeypatch.setattr(host_module, "SessionChannelServer", channel_then_swap)
     threads = {t.name for t in threading.enumerate()}
-    device = load_device("cpu")
+    device = CpuDevice()
     host = host_module.DriverHost(device, runtime_dir, "cpu")
     try:
         with pytest.raises(rd.UnsafeRuntimeDir, match="was replaced while the driver bound it"):

@@ -13,14 +13,25 @@ yet: ID and NAME are `-`. A device with details of its own (the GPU driver: its 
 platform, device, driver version and memory; the NPU simulator: its specification, memory
 in use and simulated utilisation) gets a line under the table; `--json` has all of them.
 
-Exit codes: 0 at least one device listed, 3 none (no device manager, no driver).
+`nnrt devices --kinds`: the driver kinds installed here instead (nnrt.hdi.plugin: the
+`nnrt.drivers` entry points and $NNRT_DRIVER_PLUGINS), whether a driver of that kind runs
+or not:
+
+    KIND   FROM        MODULE                 SUMMARY
+    accel  nnrt 0.1.0  nnrt.drivers.accel.kind  an NPU simulator: int8 and float16 on ...
+
+A plugin that cannot be used is listed with why (and logged).
+
+Exit codes: 0 at least one device listed, 3 none (no device manager, no driver);
+`--kinds`: 0 every kind usable, 1 one is not, 3 none installed.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from nnrt.client.commands.common import (EXIT_OK, EXIT_UNREACHABLE, add_common_arguments,
+from nnrt.client.commands.common import (EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE,
+                                         add_common_arguments,
                                          device_of, devmgr_status, directory_of,
                                          format_duration, known_drivers, print_json,
                                          probe_driver, say, table)
@@ -33,6 +44,9 @@ def add_parser(sub) -> None:
                             description="List the devices: one per driver in the runtime "
                                         "directory or run by the device manager.")
     add_common_arguments(parser)
+    parser.add_argument("--kinds", action="store_true",
+                        help="list the driver kinds installed here (nnrt-driver KIND), not "
+                             "the devices")
     parser.set_defaults(func=run)
 
 
@@ -95,7 +109,40 @@ def _detail_words(details: dict[str, str]) -> list[str]:
     return [form.format(details[key]) for key, form in _SHOWN_DETAILS if key in details]
 
 
+def installed_kinds() -> list[dict]:
+    """Every installed driver kind: its name, summary and where it comes from."""
+    from nnrt.hdi.plugin import PluginError
+    from nnrt.hdi.plugin import installed_kinds as found
+
+    kinds = []
+    for name, entry in found().items():
+        try:
+            summary, error = entry.load().summary, None
+        except PluginError as exc:
+            summary, error = None, str(exc)
+        kinds.append({"kind": name, "summary": summary, "origin": entry.origin,
+                      "target": entry.target, "usable": error is None, "error": error})
+    return kinds
+
+
+def run_kinds(args: argparse.Namespace) -> int:
+    kinds = installed_kinds()
+    if args.json:
+        print_json({"kinds": kinds})
+    elif kinds:
+        print(table(("KIND", "FROM", "MODULE", "SUMMARY"), [
+            (k["kind"], k["origin"], k["target"].partition(":")[0],
+             k["summary"] if k["usable"] else f"UNUSABLE: {k['error']}") for k in kinds]))
+    if not kinds:
+        say("no driver kind is installed (reinstall nnrt: its own kinds are entry points of "
+            "the group nnrt.drivers)")
+        return EXIT_UNREACHABLE
+    return EXIT_OK if all(k["usable"] for k in kinds) else EXIT_FAILURE
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.kinds:
+        return run_kinds(args)
     directory = directory_of(args)
     devmgr = devmgr_status(directory)
     devices = collect(directory, devmgr)
