@@ -24,7 +24,8 @@ from nnrt.common.hdi_model import IODesc, LoweredModel, PrepareError
 from nnrt.protos import hdi_types_pb2 as ht
 
 if TYPE_CHECKING:
-    from .hetero import HeteroCompilation, HeteroRunner
+    from .hetero import HeteroCompilation
+    from .hetero_run import HeteroRunner
     from .model_cache import CacheContents
     from .device import Device
 
