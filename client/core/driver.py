@@ -66,14 +66,17 @@ from nnrt.common.runtime_dir import (SERVICE_USER_ENV, UnsafeRuntimeDir, check_r
 
 log = logging.getLogger(__name__)
 
-# A Run of a model whose last reply said the driver answers it at once (REPLY_POLL) polls
-# for its reply up to this long before sleeping (`DriverClient.run`); NNRT_CLIENT_SPIN_US=0
-# turns it off, and on a single CPU it is off (the poller would only keep the driver from
-# running). Long enough to outlast the driver's own wake-up on a VM (100-500 µs when its
-# vCPU had halted): a reply missed sends the client to sleep, and its late next Run finds
-# the driver asleep too.
+# A Run of a model whose last reply said the driver answers it at once (REPLY_POLL) may poll
+# for its reply up to NNRT_CLIENT_SPIN_US before sleeping (`DriverClient.run`); on a single
+# CPU never (the poller would only keep the driver from running). Off by default (issue 32,
+# benchmarks/run_cost.py): a caller asleep in recv() costs no CPU and leaves the kernel free
+# to run the driver on the caller's own CPU, where the round trip needs no wake-up of
+# another CPU at all; a poller holds its CPU, forces the driver onto the other one (each
+# packet then wakes a CPU: ~10 µs of CPU a side on a VM), costs a core for the whole round
+# trip, and on a loaded machine polls its full window while the driver waits for a CPU
+# (1.2 ms tiny runs measured). A dedicated machine may still trade a core for latency.
 SPIN_ENV = "NNRT_CLIENT_SPIN_US"
-DEFAULT_SPIN_US = 1000
+DEFAULT_SPIN_US = 0
 
 
 def spin_seconds() -> float:
@@ -729,10 +732,8 @@ class DriverClient:
 
         A Run of a model whose last reply said the driver answered it at once, with no
         other session active (REPLY_POLL), polls for its reply up to NNRT_CLIENT_SPIN_US
-        (1000 µs by default) before it sleeps — as the driver polls for the next Run
-        (--spin-us) — when it is the only request of this session waiting: such a reply
-        comes within tens of µs, and the wake-up of a sleeping thread costs as much or
-        (a halted vCPU) far more; a model that computes longer never polls (the poller
+        (0 by default: it sleeps in recv()) before it sleeps, when it is the only request
+        of this session waiting; a model that computes longer never polls (the poller
         would take a core from its computation).
 
         `profile`: the driver times the run step by step (RunReply.profile).
