@@ -58,11 +58,21 @@ def split_driver_spec(spec: str) -> tuple[str, list[str]]:
     return words[0], words[1:]
 
 
+# A socket path holds 107 bytes (sun_path); the longest we bind is the directory plus
+# "/<name>.session" for our longest driver name.
+SOCKET_PATH_MAX = 107
+LONGEST_SOCKET_NAME = len("/conformance-foreign.session")
+
+
 class PrivateRuntime:
-    """A runtime directory of our own (mode 0700), removed with everything in it at close."""
+    """A runtime directory of our own (mode 0700), removed with everything in it at close:
+    under $TMPDIR, or /tmp when $TMPDIR is too deep for a socket path."""
 
     def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="nnrt-conformance-"))
+        base = tempfile.gettempdir()
+        if len(base) + len("/nnrt-conformance-XXXXXXXX") + LONGEST_SOCKET_NAME > SOCKET_PATH_MAX:
+            base = "/tmp"
+        self.path = Path(tempfile.mkdtemp(prefix="nnrt-conformance-", dir=base))
 
     def close(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
