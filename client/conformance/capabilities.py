@@ -5,7 +5,7 @@
   said no → enableFloat16 refused (NNRT_NOT_SUPPORT), never computed in float32 silently.
 * performance mode and priority: said yes → every value prepares and computes the same
   answers; said no → only the NONE values are ever sent (hdi.md 2), which must work.
-* dynamic input: said yes → a model with a -1 dimension runs at several sizes with the right
+* dynamic input: said yes → a model (y = x + x) with a -1 dimension runs at several sizes with the right
   outputDims and GetInputDimRanges covering them; said no → such a model is refused.
 * model cache: said yes → ExportModelCache, then PrepareModelFromModelCache of those bytes
   gives the same answers; said no → both refused with NNRT_NOT_SUPPORT.
@@ -44,11 +44,12 @@ def _add_zero(dims: list[int]) -> HdiModelBuilder:
     return b
 
 
-def _double() -> HdiModelBuilder:
-    """y = x + x, float32 [4]."""
+def _double(dims: list[int] | None = None) -> HdiModelBuilder:
+    """y = x + x, float32 (default [4]): no broadcasting, nothing constant."""
+    dims = dims or [4]
     b = HdiModelBuilder("conformance-double")
-    x = b.input("x", np.float32, [4])
-    y = b.tensor("y", np.float32, [4])
+    x = b.input("x", np.float32, dims)
+    y = b.tensor("y", np.float32, dims)
     b.node(na.NODE_TYPE_ADD_FUSION, [x, x], [y])
     b.mark_outputs(y)
     return b
@@ -129,7 +130,7 @@ def _dynamic(ctx: Context) -> None:
     if claimed is None:
         ctx.skip(SECTION, "dynamic input", "IsDynamicInputSupported did not answer")
         return
-    builder = _add_zero([-1, 4])
+    builder = _double([-1, 4])
     if not claimed:
         with ctx.check(SECTION, "dynamic input: said unsupported, a -1 dimension is refused"):
             code, model_id, reason = _prepare(ctx, builder)
@@ -151,9 +152,11 @@ def _dynamic(ctx: Context) -> None:
                 result = run_prepared(ctx.client, model_id, [x], [np.zeros((rows, 4), np.float32)],
                                       ht.FORMAT_NONE)
                 expect_code(result.code, e.NNRT_SUCCESS, f"Run of [{rows}, 4]", result.reason)
-                expect(result.outputs[0].shape == (rows, 4) and
-                       np.array_equal(result.outputs[0], x),
-                       f"[{rows}, 4]: outputDims {list(result.outputs[0].shape)} / values off")
+                got = result.outputs[0]
+                expect(got.shape == (rows, 4), f"input [{rows}, 4]: outputDims "
+                       f"{list(got.shape)}, expected [{rows}, 4]")
+                expect(np.array_equal(got, x + x), f"input [{rows}, 4]: y = x + x is off by "
+                       f"up to {np.abs(got - (x + x)).max():.3g}")
         finally:
             release(ctx.client, model_id)
 
