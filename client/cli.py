@@ -15,6 +15,8 @@
     nnrt convert  an ONNX model (.onnx) to a saved model (.nnrt) (commands/convert.py)
     nnrt compile  a saved model to a device's offline model, e.g. the NPU simulator's
                   .npubin (commands/compile.py)
+    nnrt conformance --driver "KIND [OPTIONS]"   certify a driver through the HDI: codes,
+                  operators, capabilities, crashes, caches, limits (commands/conformance.py)
     nnrt completion bash   a shell completion script from this parser (commands/completion.py)
 
 Decisions, so that it behaves like its peers:
@@ -232,7 +234,7 @@ def cmd_devmgr(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nnrt.client.commands import bench, completion, control, devices, run, status
+    from nnrt.client.commands import bench, completion, conformance, control, devices, run, status
     from nnrt.client.commands import compile as compile_command
     from nnrt.client.commands import convert as convert_command
     from nnrt.client.commands.common import duration, positive_int
@@ -280,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
         if "--runtime-dir" in action.option_strings:  # not "see README": pip installs none
             action.help = ("socket directory (default: $NNRT_RUNTIME_DIR, else "
                            f"{RUNTIME_DIR_DEFAULT.removeprefix('default ')})")
-    for module in (devices, status, run, bench, compile_command, convert_command, completion):
+    for module in (devices, status, run, bench, compile_command, convert_command, conformance,
+                   completion):
         module.add_parser(sub)
     fault_actions = control.add_parser(sub)
     for name, subparser in sub.choices.items():
