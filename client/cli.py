@@ -5,7 +5,7 @@
                   `--recovery`: a driver killed and wedged under a device manager, its
                   recovery shown live (commands/demo.py)
     nnrt devmgr   the device manager: runs the configured drivers and keeps them running
-                  (server/devmgr.py); `nnrt devmgr stop|start|restart DRIVER` controls a
+                  (devmgr/); `nnrt devmgr stop|start|restart DRIVER` controls a
                   running one (commands/control.py)
     nnrt fault    set, clear or show the faults a running driver injects (commands/control.py)
     nnrt devices  one line per device (client/commands/devices.py)

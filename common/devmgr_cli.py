@@ -1,4 +1,4 @@
-"""The device manager's command line (`nnrt devmgr`, `python -m nnrt.server.devmgr`): its
+"""The device manager's command line (`nnrt devmgr`, `python -m nnrt.devmgr`): its
 options, checked the same way whichever front end parses them, and the argv that hands a
 parsed command line on to the device manager's own process (the CLI execs it: the pid a
 service manager started stays the device manager's).
@@ -74,7 +74,7 @@ def module_argv(module: str) -> list[str]:
 
 def devmgr_argv(args: argparse.Namespace, log_level: str) -> list[str]:
     """The command that runs the device manager `args` (parsed by add_arguments) describe."""
-    argv = [*module_argv("nnrt.server.devmgr"), "--log-level", log_level]
+    argv = [*module_argv("nnrt.devmgr"), "--log-level", log_level]
     if args.config is not None:
         argv += ["--config", str(args.config)]
     if args.runtime_dir is not None:

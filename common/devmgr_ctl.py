@@ -25,7 +25,7 @@ logged. At most `MAX_CONNECTIONS` requests are served at once (a thread each); o
 answered `busy` at once and closed, so a flood holds a bounded number of threads. A request
 must arrive whole within `REQUEST_TIMEOUT` seconds. When accept() fails for want of a
 resource (EMFILE at the fd limit, ...) the device manager stops polling the socket for a
-backoff (server/devmgr.py, as the drivers' session channel does) rather than spin.
+backoff (devmgr/manager.py, as the drivers' session channel does) rather than spin.
 
 The `status` answer (times in seconds, `null` where unknown):
 

@@ -1,5 +1,5 @@
 """Prometheus series of a driver, built from its admin DriverStatus, and the HTTP endpoint
-that serves them: for the device manager over all its drivers (server/metrics.py) and for a
+that serves them: for the device manager over all its drivers (devmgr/metrics.py) and for a
 driver on its own (`nnrt-driver --metrics-address`, `DriverCollector`).
 
 Every driver series is labelled `driver` (its socket name) and `kind`; a few add one label

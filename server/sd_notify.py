@@ -1,5 +1,5 @@
 """sd_notify(3) without libsystemd, for the services systemd starts as `Type=notify`: the
-device manager (server/devmgr.py) and a driver run as its own unit (server/main.py).
+device manager (devmgr/) and a driver run as its own unit (server/main.py).
 
 `Notifier` sends datagrams to `$NOTIFY_SOCKET` ('@' = an abstract name); `keep_watchdog`
 pings `WATCHDOG=1` every half `$WATCHDOG_USEC` only while the service says it serves, so that

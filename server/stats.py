@@ -21,7 +21,7 @@ stalled. One clock for every run, not one per run: a run queued behind others (t
 accelerator's device queue, a GPU plan's lock) waits without progress of its own while the
 path as a whole moves.
 
-Latency, for the device manager's Prometheus metrics (server/metrics.py): completed runs
+Latency, for the device manager's Prometheus metrics (devmgr/metrics.py): completed runs
 only (a refusal answered in microseconds would drag the distribution down and says nothing
 about the device), from the moment the servicer took the run to its answer, counted into
 fixed buckets (`LATENCY_BUCKETS`, Prometheus' `le` bounds) — a few integers per driver,

@@ -15,7 +15,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 
 from nnrt.client import cli
-from nnrt.server.devmgr import Notifier
+from nnrt.server.sd_notify import Notifier
 from nnrt.server.devmgr_config import (ConfigError, DriverSpec, RestartPolicy, Settings,
                                        parse_config)
 from nnrt.common.devmgr_ctl import ctl_path, request

@@ -126,7 +126,7 @@ def start_isolated_devmgr(where: Path, config: str, cwd: Path) -> Devmgr:
     env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "nnrt.server.devmgr", "--config", str(config_path),
+            [sys.executable, "-P", "-m", "nnrt.devmgr", "--config", str(config_path),
              "--runtime-dir", str(where / "rt")], cwd=cwd, env=env,
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     return Devmgr(proc, where / "rt", config_path, log_path)
@@ -443,7 +443,7 @@ def test_root_and_the_drivers_user_ask_a_restricted_driver_with_its_admin_token(
     from nnrt.client import cli
     from nnrt.common.runtime_dir import (ADMIN_METADATA_KEY, admin_metadata,
                                          admin_token_path)
-    from nnrt.server.metrics import driver_status
+    from nnrt.devmgr.metrics import driver_status
 
     rt = base / "rt"
     driver = start_driver(rt, "cpu", "--allow-uid", str(OTHER), "--fault-injection")

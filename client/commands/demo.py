@@ -270,7 +270,7 @@ class RecoveryDemo:
         from nnrt.common.devmgr_cli import CHILD_CWD, module_argv
 
         self.config.write_text(recovery_config(standby=False))
-        argv = [*module_argv("nnrt.server.devmgr"), "--config", str(self.config),
+        argv = [*module_argv("nnrt.devmgr"), "--config", str(self.config),
                 "--runtime-dir", str(self.runtime), "--log-level", "WARNING"]
         with open(self.directory / "devmgr.log", "wb") as log_file:
             self.devmgr = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file,

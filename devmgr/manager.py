@@ -1261,7 +1261,7 @@ def run(args: argparse.Namespace) -> int:
         manager = DeviceManager(path, args.runtime_dir or runtime_dir(), notifier,
                                 explicit_config=explicit)
         if getattr(args, "metrics_address", None):
-            from nnrt.server import metrics as metrics_module
+            from . import metrics as metrics_module
 
             try:
                 metrics = metrics_module.serve(manager, args.metrics_address)

@@ -47,13 +47,13 @@ from prometheus_client.registry import Collector
 
 from nnrt.protos import admin_pb2 as admin_pb
 from nnrt.protos import admin_pb2_grpc
-from nnrt.server.devmgr import STATES
+from .manager import STATES
 from nnrt.server.prometheus import LABELS, DriverFamilies, MetricsServer
 from nnrt.common.devmgr_cli import parse_address
 from nnrt.common.runtime_dir import admin_metadata, grpc_socket
 
 if TYPE_CHECKING:
-    from nnrt.server.devmgr import DeviceManager
+    from .manager import DeviceManager
 
 log = logging.getLogger("nnrt.devmgr.metrics")
 

@@ -1,0 +1,5 @@
+import sys
+
+from nnrt.devmgr.manager import main
+
+sys.exit(main())
