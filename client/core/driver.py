@@ -96,6 +96,7 @@ def spin_seconds() -> float:
 
 _EMPTY = empty_pb2.Empty()
 _MAX_KEPT_REQUESTS = 256  # Run requests' bytes a session keeps (`DriverClient.run_reply`)
+_MAX_KEPT_REPLIES = 256  # successful Run replies a session keeps decoded (`DriverClient.run`)
 _perf_counter = time.perf_counter
 _MAX_MESSAGE_BYTES = 64 << 20
 _RUN_HEADER = channel.RUN_REQUEST.pack  # Run packet: RUN | seq, timeout_ms, think | RunRequest
@@ -260,7 +261,7 @@ class RunTicket:
             pass  # the driver is gone, and the run with it
 
 
-def unless_past_deadline(reply: pb.RunReply, timeout: float | None,
+def _unless_past_deadline(reply: pb.RunReply, timeout: float | None,
                           ticket: RunTicket | None) -> pb.RunReply:
     """A Run's reply, or TimeoutError when it says the driver abandoned the run at the
     deadline it was given: that answer can reach the caller before the caller's own timer
@@ -293,6 +294,7 @@ class DriverClient:
         self._polled_models: set[int] = set()  # whose last Run reply said REPLY_POLL
         # Run requests' bytes by (model, tensors' serialized IOTensors): `run_reply`
         self._requests: dict[tuple, bytes] = {}
+        self._replies: dict[bytes, pb.RunReply] = {}  # successful replies decoded (`run`)
         self._replied_at = 0.0  # when the last Run reply was read (think times, `run`)
         self._spin = spin_seconds()  # how long a quick Run polls for its reply (`run`)
         self._hung_up = False  # the reader met end-of-file (the watcher marks the death)
@@ -737,10 +739,21 @@ class DriverClient:
         would take a core from its computation).
 
         `profile`: the driver times the run step by step (RunReply.profile).
+
+        A successful reply that comes again byte for byte (a model of static shapes is
+        answered with the same bytes every time) is not decoded again: the caller gets the
+        message decoded the first time, shared — read it, never change it.
         """
-        return unless_past_deadline(
-            pb.RunReply.FromString(self.run_reply(model_id, inputs, outputs, timeout, ticket,
-                                                  profile)), timeout, ticket)
+        raw = self.run_reply(model_id, inputs, outputs, timeout, ticket, profile)
+        reply = self._replies.get(raw)
+        if reply is not None:
+            return reply
+        reply = _unless_past_deadline(pb.RunReply.FromString(raw), timeout, ticket)
+        if not reply.returnCode and not reply.reason and not profile:
+            if len(self._replies) >= _MAX_KEPT_REPLIES:
+                self._replies.clear()
+            self._replies[raw] = reply
+        return reply
 
     def run_reply(self, model_id: int, inputs: Sequence[ht.IOTensor | bytes],
                   outputs: Sequence[ht.IOTensor | bytes], timeout: float | None = None,
@@ -819,7 +832,7 @@ class DriverClient:
                            pb.RunRequest(preparedModelId=model_id, inputs=_messages(inputs),
                                          outputs=_messages(outputs), profile=profile),
                            timeout)
-        return unless_past_deadline(reply, timeout, ticket)
+        return _unless_past_deadline(reply, timeout, ticket)
 
     def release_prepared_model(self, model_id: int) -> pb.ReturnCodeReply:
         return self._call(self.prepared.ReleasePreparedModel,

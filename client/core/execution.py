@@ -46,9 +46,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 
 from .buffer import BufferNotShared, SharedMemory, allocate, release_memory
 from .accepted_run import AcceptedRun
-from nnrt.protos.hdi_pb2 import RunReply
-
-from .driver import DriverClient, DriverGone, RunTicket, unless_past_deadline
+from .driver import DriverClient, DriverGone, RunTicket
 from .errors import (OH_NN_CONNECTION_EXCEPTION, OH_NN_SUCCESS, OH_NN_TIMEOUT,
                      OH_NN_UNAVAILABLE_DEVICE, ConnectionLost, DeviceUnavailable, Failed,
                      InvalidParameter, NNRtError, RunCancelled,
@@ -155,16 +153,8 @@ def run(model: PreparedModel, inputs: Sequence[Any], outputs: Sequence[Any],
             # after a driver restart, the tensors' memfds are registered with the new session
             ios_in = [describe(t, client) for t in inputs]
             ios_out = [describe(t, client) for t in outputs]
-            if profile is None:
-                raw = client.run_reply(model_id, ios_in, ios_out, timeout, ticket)
-                shapes = _answered_shapes.get(raw)
-                if shapes is not None and len(shapes) == len(outputs):
-                    # A success seen before, byte for byte: its shapes checked then.
-                    model.store_output_shapes(outputs, shapes)
-                    return [list(s) for s in shapes]
-                reply = _run_reply(raw, timeout, ticket)
-            else:
-                reply = client.run(model_id, ios_in, ios_out, timeout, ticket, profile=True)
+            reply = client.run(model_id, ios_in, ios_out, timeout, ticket,
+                               profile=profile is not None)
         except DriverGone as exc:
             raise ConnectionLost(f"{model.device.name}: {exc}") from None
         except TimeoutError:
@@ -178,26 +168,9 @@ def run(model: PreparedModel, inputs: Sequence[Any], outputs: Sequence[Any],
         model.store_output_shapes(outputs, shapes)
         if profile is not None and reply.HasField("profile"):
             profile.append(reply.profile)
-        elif profile is None and not reply.reason:
-            if len(_answered_shapes) >= _MAX_ANSWERED:
-                _answered_shapes.clear()
-            _answered_shapes[raw] = [list(s) for s in shapes]  # copied by whoever keeps them
         return shapes
     finally:
         model.leave()
-
-
-# Successful Run replies seen, by their bytes, and the output shapes checked in them: a
-# driver answers a model of static shapes with the same bytes every time, and the next
-# such reply is neither decoded nor checked again (`run`).
-_answered_shapes: dict[bytes, list[list[int]]] = {}
-_MAX_ANSWERED = 256
-
-
-def _run_reply(raw: bytes, timeout: float | None, ticket: RunTicket | None):
-    """The RunReply of `raw`, TimeoutError when it says the driver abandoned the run at
-    the caller's deadline (driver.DriverClient.run)."""
-    return unless_past_deadline(RunReply.FromString(raw), timeout, ticket)
 
 
 class Execution:
