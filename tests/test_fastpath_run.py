@@ -1,0 +1,228 @@
+"""The Run path's lean forms (issue 32): what a client keeps from one Run to the next (the
+request's bytes, a success reply decoded), that it sleeps for its reply by default, and
+the driver's side of it (pipelined packets found by a poll, a known request looked up once
+per packet and never kept past its model, runs counted while the channel stops)."""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from nnrt.client.core import driver as core_driver
+from nnrt.common.errors import NNRT_INVALID_MODEL, NNRT_SUCCESS
+from nnrt.protos import hdi_pb2 as pb
+from nnrt.server import servicers, sessions
+from tests.conftest import start_driver
+from tests.helpers.hdi_models import add_model, io
+
+pytestmark = pytest.mark.multiprocess
+
+
+def _prepared(client):
+    model_id = add_model().prepare(client)
+    _, x = client.allocate_buffer(16)
+    _, y = client.allocate_buffer(16)
+    x.array(np.float32, [4])[:] = [1, 2, 3, 4]
+    return model_id, x, y
+
+
+def test_the_same_tensors_make_their_run_request_once(runtime_dir, monkeypatch):
+    """Serialized tensors run again are sent as the bytes made the first time; other
+    tensors get their own; IOTensor messages (unhashable) are serialized each time; the
+    kept requests are bounded."""
+    made = []
+    real = core_driver.run_request_bytes
+    monkeypatch.setattr(core_driver, "run_request_bytes",
+                        lambda *a: made.append(1) or real(*a))
+    monkeypatch.setattr(core_driver, "_MAX_KEPT_REQUESTS", 2)
+    driver = start_driver(runtime_dir, "cpu")
+    try:
+        with driver.client() as client:
+            model_id, x, y = _prepared(client)
+            ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
+            for _ in range(5):
+                assert client.run(model_id, ins, outs, timeout=10).returnCode == NNRT_SUCCESS
+            assert len(made) == 1
+            np.testing.assert_array_equal(y.array(np.float32, [4]), [1, 3, 5, 7])
+            for _ in range(2):
+                assert client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=10).returnCode \
+                    == NNRT_SUCCESS
+            assert len(made) == 3
+            for name in ("a", "b", "c"):  # three more requests: at most two kept
+                tensor = io(x, 4)
+                tensor.name = name
+                assert client.run(model_id, [tensor.SerializeToString()], outs,
+                                  timeout=10).returnCode == NNRT_SUCCESS
+                assert len(client._requests) <= 2
+            x.close(), y.close()
+    finally:
+        assert driver.stop() == 0
+
+
+def test_a_success_reply_seen_before_is_not_decoded_again(runtime_dir, monkeypatch):
+    """The same answer again (a model of static shapes) is the message decoded the first
+    time; a failure is decoded every time and never kept."""
+    decoded = []
+
+    class CountingRunReply:
+        @staticmethod
+        def FromString(data: bytes) -> pb.RunReply:
+            decoded.append(data)
+            return pb.RunReply.FromString(data)
+
+    class Pb:
+        def __getattr__(self, name):
+            return getattr(pb, name)
+
+    counting = Pb()
+    counting.RunReply = CountingRunReply
+    monkeypatch.setattr(core_driver, "pb", counting)
+    driver = start_driver(runtime_dir, "cpu")
+    try:
+        with driver.client() as client:
+            model_id, x, y = _prepared(client)
+            ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
+            replies = [client.run(model_id, ins, outs, timeout=10) for _ in range(4)]
+            assert all(r.returnCode == NNRT_SUCCESS for r in replies)
+            assert [list(d.values) for d in replies[-1].outputDims] == [[4]]
+            assert len(decoded) == 1 and all(r is replies[0] for r in replies)
+            for _ in range(2):  # an unknown model: refused, decoded each time, not kept
+                assert client.run(model_id + 100, ins, outs, timeout=10).returnCode == \
+                    NNRT_INVALID_MODEL
+            assert len(decoded) == 3
+            assert all(not r.returnCode for r in client._replies.values())
+            x.close(), y.close()
+    finally:
+        assert driver.stop() == 0
+
+
+def test_by_default_a_quick_run_sleeps_for_its_reply(runtime_dir, monkeypatch):
+    """REPLY_POLL still marks a quick model, but with NNRT_CLIENT_SPIN_US unset the caller
+    never polls the socket (no non-blocking reads): it sleeps in recv(). With a window
+    set, it polls."""
+    monkeypatch.delenv(core_driver.SPIN_ENV, raising=False)
+    monkeypatch.setattr(core_driver, "usable_cores", lambda: 2)
+    polls = []
+    real = core_driver.DriverClient._read_one
+
+    def counting(self, block):
+        if not block:
+            polls.append(1)
+        return real(self, block)
+
+    monkeypatch.setattr(core_driver.DriverClient, "_read_one", counting)
+    driver = start_driver(runtime_dir, "cpu")
+    try:
+        with driver.client() as client:
+            assert client._spin == 0.0
+            model_id, x, y = _prepared(client)
+            ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
+            deadline = time.monotonic() + 10  # quick runs until the driver says REPLY_POLL
+            while model_id not in client._polled_models and time.monotonic() < deadline:
+                client.run(model_id, ins, outs, timeout=10)
+            assert model_id in client._polled_models
+            for _ in range(50):
+                client.run(model_id, ins, outs, timeout=10)
+            assert not polls
+            client._spin = 0.002  # as NNRT_CLIENT_SPIN_US=2000 would set it
+            for _ in range(50):
+                client.run(model_id, ins, outs, timeout=10)
+            assert polls
+            x.close(), y.close()
+    finally:
+        assert driver.stop() == 0
+
+
+def test_more_pending_is_a_poll_of_the_connection():
+    """A packet waiting, a hang-up: pending (the worker path meets either); nothing: not."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        poller = select.poll()
+        poller.register(ours, select.POLLIN)
+        assert not sessions._more_pending(poller)
+        theirs.send(b"R" + bytes(16))
+        assert sessions._more_pending(poller)
+        ours.recv(64)
+        assert not sessions._more_pending(poller)
+        theirs.close()
+        assert sessions._more_pending(poller)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_known_request_is_looked_up_once_per_packet_and_never_outlives_its_model():
+    """The estimate's lookup serves the run of the same packet (not another packet of the
+    same bytes), and releasing the model or closing the session forgets it: a packet of
+    those bytes then finds no model (NNRT_INVALID_MODEL), the model is not kept alive."""
+    from tests.test_run_path import _request, _session_with_model
+
+    registry, session, servicer, entry, model_id = _session_with_model()
+    payload = _request(session, model_id)
+    assert pb.RunReply.FromString(servicer.run_packet(session, payload, None)).returnCode == \
+        NNRT_SUCCESS
+    packet = payload[:1] + payload[1:]  # a fresh packet of known bytes, as the channel gives
+    assert servicer.run_estimate(session, packet) is not None
+    assert session.known_run is not None and session.known_run[0] is packet
+    lookups = []
+    real_get = dict.get
+
+    class Counting(dict):
+        def get(self, key, default=None):
+            lookups.append(key)
+            return real_get(self, key, default)
+
+    entry.checked_requests = Counting(entry.checked_requests)
+    assert pb.RunReply.FromString(servicer.run_packet(session, packet, None)).returnCode == \
+        NNRT_SUCCESS
+    assert lookups == []  # found through the estimate's lookup
+    other = payload[:1] + payload[1:]
+    assert pb.RunReply.FromString(servicer.run_packet(session, other, None)).returnCode == \
+        NNRT_SUCCESS
+    assert len(lookups) == 1  # another packet: looked up itself
+    session.release_prepared(model_id)
+    assert session.known_run is None
+    reply = pb.RunReply.FromString(servicer.run_packet(session, other, None))
+    assert reply.returnCode == NNRT_INVALID_MODEL
+    registry.close(session)
+    assert session.known_run is None
+
+
+def test_stop_waits_for_the_runs_in_flight(tmp_path):
+    """Runs are counted under a plain lock now; `stop` still waits (bounded) for a run in
+    flight to finish before it ends the sessions."""
+    registry = sessions.SessionRegistry()
+    finished = threading.Event()
+    release = threading.Event()
+
+    def slow_run(session, payload, deadline, cancelled):
+        release.wait(5)
+        finished.set()
+        return pb.RunReply().SerializeToString()
+
+    server = sessions.SessionChannelServer(tmp_path / "s.session", registry, slow_run,
+                                           workers=2)
+    server.start()
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        client.connect(str(tmp_path / "s.session"))
+        client.recv(4096)  # the greeting
+        client.send(b"R" + sessions.channel.RUN_REQUEST.pack(1, 0, 0) + b"\x08\x01")
+        deadline = time.monotonic() + 5
+        while server._runs == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server._runs == 1
+        threading.Timer(0.3, release.set).start()
+        started = time.monotonic()
+        server.stop(grace=5)
+        assert finished.is_set()
+        assert 0.2 < time.monotonic() - started < 4
+        assert server._runs == 0
+    finally:
+        release.set()
+        client.close()
