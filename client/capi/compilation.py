@@ -61,7 +61,7 @@ from typing import Any
 
 from nnrt.client.core import model_cache
 from nnrt.client.capi._objects import Handle, live
-from nnrt.client.core.prepared_model import BuiltModel
+from nnrt.client.core.built_model import BuiltModel
 from nnrt.common.hdi_model import HDI_TO_OH_DATA_TYPE, IODesc, LoweredModel, hdi_format
 from nnrt.client.capi.device import find_device
 from nnrt.client.capi.enums import (

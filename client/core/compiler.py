@@ -25,13 +25,13 @@ from nnrt.common.hdi_model import IODesc, LoweredModel, PrepareError
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
 
+from .built_model import BuiltModel, copy_desc, release_model
 from .device import Device
 from .driver import DriverClient, DriverGone
 from .errors import (OH_NN_FAILED, OH_NN_INVALID_FILE, OH_NN_INVALID_PARAMETER,
                      OH_NN_OPERATION_FORBIDDEN, OH_NN_SAVE_CACHE_EXCEPTION, OH_NN_SUCCESS,
                      OH_NN_UNAVAILABLE_DEVICE, OH_NN_UNSUPPORTED, NNRtError, OH_NN_ReturnCode)
 from .model_cache import CacheContents
-from .prepared_model import BuiltModel, copy_desc, release_model
 
 log = logging.getLogger(__name__)
 

@@ -51,6 +51,7 @@ from nnrt.common.errors import NNRT_SUCCESS, code_name
 from nnrt.common.hdi_model import LoweredModel, PrepareError
 from nnrt.protos import hdi_types_pb2 as ht
 
+from .built_model import BuiltModel
 from .compiler import check_capabilities, keep_cache, built_model, prepare_failed
 from .device import Device, find_device
 from .driver import DriverClient, DriverGone
@@ -59,7 +60,7 @@ from .errors import (OH_NN_CONNECTION_EXCEPTION, OH_NN_FAILED, ConnectionLost, D
 from .hetero_run import HeteroRunner, RunStats
 from .partition import Plan, PartitionError, Step, Support, node_type_name, partition, \
     relaxed_query, sub_model
-from .prepared_model import BuiltModel, PreparedModel
+from .prepared_model import PreparedModel
 
 log = logging.getLogger(__name__)
 
