@@ -86,7 +86,7 @@ class KindEntry:
     name: str
     target: str  # "module:attr"
     origin: str  # the distribution ("nnrt 0.1.0") or "$NNRT_DRIVER_PLUGINS"
-    conflict: str | None = None  # set when two distributions declare this kind
+    problem: str | None = None  # known before loading: a bad name, two declarations
     _loaded: DriverKind | None = None
     _error: str | None = None
 
@@ -108,8 +108,8 @@ class KindEntry:
             return self._loaded
 
     def _import(self) -> DriverKind:
-        if self.conflict is not None:
-            raise PluginError(f"{self.where}: {self.conflict}")
+        if self.problem is not None:
+            raise PluginError(f"{self.where}: {self.problem}")
         module_name, _, attr = self.target.partition(":")
         try:
             value: object = importlib.import_module(module_name)
@@ -141,10 +141,13 @@ def _entry_points() -> dict[str, KindEntry]:
         for point in dist.entry_points.select(group=ENTRY_POINT_GROUP):
             previous = found.get(point.name)
             if previous is None:
-                found[point.name] = KindEntry(point.name, point.value, origin)
+                entry = found[point.name] = KindEntry(point.name, point.value, origin)
+                if not _KIND_NAME.match(point.name):
+                    entry.problem = ("a kind's name is a lowercase letter, then lowercase "
+                                     "letters, digits, '_' or '-' (at most 32)")
             elif previous.origin.split()[0] != dist.name and previous.target != point.value:
-                previous.conflict = (f"also declared by {origin} as {point.value!r}: "
-                                     f"uninstall one of them")
+                previous.problem = (f"also declared by {origin} as {point.value!r}: "
+                                    f"uninstall one of them")
     return found
 
 

@@ -8,6 +8,12 @@
     nnrt-driver gpu --cl-device any       # any OpenCL device (PoCL's CPU device in tests)
     nnrt-driver gpu --cl-device 1:0 --gpu-memory-mb 4096
     nnrt-driver accel --spec npu-sim.toml   # the NPU simulator with a spec of your own
+    nnrt-driver template --help           # a vendor's kind: the host's options, then its own
+
+KIND is an installed driver kind (nnrt.hdi.plugin: the `nnrt.drivers` entry points, ours
+among them, and $NNRT_DRIVER_PLUGINS); it comes before its own options, since it decides
+which exist. Its options are declared by its plugin (drivers/<kind>/kind.py for ours),
+the rest are the host's, here.
 
 The driver first takes its name lock, `flock` on `<runtime dir>/<name>.lock` with its pid
 in it (common/runtime_dir.py), so that a driver still loading is visible and a second one of
@@ -23,8 +29,8 @@ driver of this name died, so it claims the (stale) sockets and serves at once; E
 the device manager let it go or died, and it exits 0 without ever having served. A socket
 rather than a signal: the go cannot arrive before the process listens for it, and its EOF
 doubles as a second lifeline.
-Exit codes: 0 clean stop, 1 failed to start (no such OpenCL device, say), 2 bad usage,
-3 another driver already listens on the socket.
+Exit codes: 0 clean stop, 1 failed to start (no such OpenCL device, say, or a driver plugin
+that cannot be used), 2 bad usage, 3 another driver already listens on the socket.
 """
 
 from __future__ import annotations

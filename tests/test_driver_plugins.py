@@ -118,16 +118,19 @@ def test_a_stale_metadata_directory_first_on_the_path_hides_nothing(tmp_path, mo
         forget_kinds()
 
 
-def test_a_kind_declared_by_two_distributions_is_refused_naming_both(tmp_path, monkeypatch):
+def test_a_kind_declared_twice_or_misnamed_is_refused_naming_its_entry_point(tmp_path, monkeypatch):
     rogue = tmp_path / "rogue_driver-1.0.dist-info"
     rogue.mkdir()
     (rogue / "METADATA").write_text("Metadata-Version: 2.1\nName: rogue-driver\nVersion: 1.0\n")
-    (rogue / "entry_points.txt").write_text("[nnrt.drivers]\ncpu = rogue:KIND\n")
+    (rogue / "entry_points.txt").write_text("[nnrt.drivers]\ncpu = rogue:KIND\nNPU = rogue:KIND\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     forget_kinds()
     try:
         with pytest.raises(PluginError, match="also declared by"):
             load_kind("cpu")
+        with pytest.raises(PluginError, match="entry point 'NPU' = 'rogue:KIND' \\(rogue-driver "
+                                              "1.0\\): a kind's name is a lowercase letter"):
+            load_kind("NPU")
         assert load_kind("accel").name == "accel"  # the others are untouched
     finally:
         monkeypatch.undo()
