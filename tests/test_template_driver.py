@@ -221,6 +221,33 @@ def test_a_model_runs_through_the_pythonic_api(template, monkeypatch):
     np.testing.assert_allclose(np.asarray(got), e / e.sum(axis=-1, keepdims=True), rtol=1e-6)
 
 
+def test_dynamic_input_is_true_to_its_word(template):
+    b = HdiModelBuilder("dynamic")
+    x = b.input("x", np.float32, [-1, 3])
+    y = b.tensor("y", np.float32, [-1, 3])
+    b.node(na.NODE_TYPE_MUL_FUSION, [x, b.constant("k", np.full(3, 3, np.float32))], [y],
+           na.MulFusion(activationType=ht.ACTIVATION_TYPE_RELU))
+    b.mark_outputs(y)
+    with template.client() as client:
+        model_id = b.prepare(client)
+        for rows in (1, 5):
+            x_value = np.linspace(-1, 1, rows * 3, dtype=np.float32).reshape(rows, 3)
+            _, xin = client.allocate_buffer(x_value.nbytes)
+            _, yout = client.allocate_buffer(x_value.nbytes)
+            xin.array(np.float32, x_value.shape)[:] = x_value
+            tensors = [ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=[rows, 3],
+                                   format=ht.FORMAT_NONE, data=m.descriptor())
+                       for m in (xin, yout)]
+            reply = client.run(model_id, tensors[:1], tensors[1:], timeout=30)
+            assert reply.returnCode == NNRT_SUCCESS
+            assert [list(d.values) for d in reply.outputDims] == [[rows, 3]]
+            np.testing.assert_array_equal(yout.array(np.float32, [rows, 3]),
+                                          np.maximum(x_value * 3, 0))
+            for memory in (xin, yout):
+                memory.close()
+                client.release_buffer(memory.descriptor())
+
+
 def test_an_unsupported_operator_is_said_and_refused(template):
     b = HdiModelBuilder("with-sub")
     x = b.input("x", np.float32, [4])
