@@ -28,8 +28,9 @@ SECTION = "capabilities"
 
 def _prepare(ctx: Context, builder: HdiModelBuilder,
              config: ht.ModelConfig | None = None) -> tuple[int, int, str]:
+    """PrepareModel with `config`, by default the run's base config."""
     with builder.packed(ctx.client) as model:
-        reply = ctx.client.prepare_model(model, config)
+        reply = ctx.client.prepare_model(model, config if config is not None else ctx.config())
     return reply.returnCode, reply.preparedModelId, reply.reason
 
 
@@ -119,7 +120,7 @@ def _modes(ctx: Context) -> None:
                                 f"{'every value' if claimed else 'NONE'} prepares and "
                                 f"computes") as out:
             for value in sent:
-                y = _run(ctx, add_model(), x, [4], ht.ModelConfig(**{field: value}))
+                y = _run(ctx, add_model(), x, [4], ctx.config(**{field: value}))
                 expect(np.array_equal(y, want), f"{field}={value}: y = {y.tolist()}, expected "
                        f"{want.tolist()}")
             out.detail = f"{field} in {sent}"
@@ -148,7 +149,8 @@ def _dynamic(ctx: Context) -> None:
             for rows in (1, 3, 5):
                 expect(low[0] <= rows <= high[0], f"GetInputDimRanges {low}..{high} excludes "
                        f"{rows} rows")
-                x = np.random.default_rng(rows).standard_normal((rows, 4)).astype(np.float32)
+                x = np.random.default_rng(rows).standard_normal((rows, 4)).astype(np.float16) \
+                    .astype(np.float32)  # exact in float16 too: x + x is exact either way
                 result = run_prepared(ctx.client, model_id, [x], [np.zeros((rows, 4), np.float32)],
                                       ht.FORMAT_NONE)
                 expect_code(result.code, e.NNRT_SUCCESS, f"Run of [{rows}, 4]", result.reason)
@@ -219,7 +221,7 @@ def _cache(ctx: Context) -> None:
             blobs = exported(ctx, model_id)
         finally:
             release(ctx.client, model_id)
-        reply = prepare_from_blobs(ctx.client, blobs)
+        reply = prepare_from_blobs(ctx.client, blobs, ctx.config())
         expect_code(reply.returnCode, e.NNRT_SUCCESS,
                     f"PrepareModelFromModelCache of the {len(blobs)} buffer(s) ExportModelCache "
                     f"gave ({sum(map(len, blobs))} bytes)", reply.reason)

@@ -67,7 +67,18 @@ class Context:
     driver: DriverProcess | None = None
     client: DriverClient | None = None
     capabilities: dict[str, bool] = field(default_factory=dict)
+    # The config every model but the operators' is prepared with: enableFloat16 for a device
+    # that computes no float32 (an NPU), else the default (runner._base_config).
+    base_config: ht.ModelConfig = field(default_factory=ht.ModelConfig)
     extra_drivers: list[DriverProcess] = field(default_factory=list)
+
+    def config(self, **fields: Any) -> ht.ModelConfig:
+        """The base config with these fields set."""
+        config = ht.ModelConfig()
+        config.CopyFrom(self.base_config)
+        for name, value in fields.items():
+            setattr(config, name, value)
+        return config
 
     def start_driver(self, name: str, extra: list[str] | None = None,
                      runtime: Any = None) -> DriverProcess:

@@ -123,8 +123,8 @@ def _malformed_models(ctx: Context) -> None:
             expect_code(reply.returnCode, code, f"PrepareModel ({name})", reply.reason)
             expect(reply.preparedModelId == 0, "a refused model has an id")
     for name, config, code in (
-            ("performance mode 7", ht.ModelConfig(mode=7), e.NNRT_INVALID_PERFORMANCE_MODE),
-            ("priority 9", ht.ModelConfig(priority=9), e.NNRT_INVALID_PRIORITY)):
+            ("performance mode 7", ctx.config(mode=7), e.NNRT_INVALID_PERFORMANCE_MODE),
+            ("priority 9", ctx.config(priority=9), e.NNRT_INVALID_PRIORITY)):
         with ctx.check(SECTION, f"PrepareModel refuses {name}"):
             code_got, model_id, reason = prepare(c, add_model(N), config)
             release(c, model_id)
@@ -147,7 +147,7 @@ class _Rig:
 
     def __init__(self, ctx: Context) -> None:
         self.client = ctx.client
-        code, self.model_id, reason = prepare(self.client, add_model(N))
+        code, self.model_id, reason = prepare(self.client, add_model(N), ctx.config())
         if code != e.NNRT_SUCCESS:
             raise CheckSkipped(f"the add model does not prepare: {code_text(code, reason)}")
         _, self.inp = self.client.allocate_buffer(4 * N)
@@ -247,7 +247,7 @@ def _runs(ctx: Context) -> None:
             finally:
                 other.close()
         with ctx.check(SECTION, "a released prepared model runs no more"):
-            code, model_id, reason = prepare(ctx.client, add_model(N))
+            code, model_id, reason = prepare(ctx.client, add_model(N), ctx.config())
             expect_code(code, e.NNRT_SUCCESS, "PrepareModel", reason)
             expect_code(ctx.client.release_prepared_model(model_id).returnCode, e.NNRT_SUCCESS,
                         "ReleasePreparedModel")

@@ -77,7 +77,7 @@ def _crash(ctx: Context, caching: bool) -> list[bytes] | None:
         client = crash.client()
         memories = []
         try:
-            code, model_id, reason = prepare(client, add_model())
+            code, model_id, reason = prepare(client, add_model(), ctx.config())
             expect_code(code, e.NNRT_SUCCESS, "PrepareModel", reason)
             if caching:
                 saved = ctx.client
@@ -139,7 +139,7 @@ def _restart(ctx: Context, blobs: list[bytes]) -> None:
         restarted = ctx.start_driver(CRASH_NAME)
         client = restarted.client()
         try:
-            reply = prepare_from_blobs(client, blobs)
+            reply = prepare_from_blobs(client, blobs, ctx.config())
             expect_code(reply.returnCode, e.NNRT_SUCCESS,
                         "PrepareModelFromModelCache of the killed driver's cache", reply.reason)
             y = _run_add(client, reply.preparedModelId)
@@ -152,7 +152,7 @@ def _restart(ctx: Context, blobs: list[bytes]) -> None:
 
 def _refused(ctx: Context, name: str, blobs: list[bytes]) -> None:
     with ctx.check(SECTION, f"a {name} cache is refused with NNRT_INVALID_MODEL_CACHE"):
-        reply = prepare_from_blobs(ctx.client, blobs)
+        reply = prepare_from_blobs(ctx.client, blobs, ctx.config())
         release(ctx.client, reply.preparedModelId)
         expect_code(reply.returnCode, e.NNRT_INVALID_MODEL_CACHE,
                     f"PrepareModelFromModelCache of a {name} cache", reply.reason)
@@ -160,7 +160,7 @@ def _refused(ctx: Context, name: str, blobs: list[bytes]) -> None:
 
 def _bad_caches(ctx: Context) -> None:
     try:
-        code, model_id, reason = prepare(ctx.client, add_model())
+        code, model_id, reason = prepare(ctx.client, add_model(), ctx.config())
         if code != e.NNRT_SUCCESS:
             raise CheckSkipped(f"the add model does not prepare: {reason}")
         blobs = exported(ctx, model_id)
@@ -180,7 +180,7 @@ def _bad_caches(ctx: Context) -> None:
             other = ctx.start_driver("conformance-foreign", runtime=elsewhere.path)
             client = other.client()
             try:
-                code, model_id, reason = prepare(client, add_model())
+                code, model_id, reason = prepare(client, add_model(), ctx.config())
                 expect_code(code, e.NNRT_SUCCESS, "PrepareModel on the other instance", reason)
                 saved, ctx.client = ctx.client, client
                 try:
@@ -190,7 +190,7 @@ def _bad_caches(ctx: Context) -> None:
             finally:
                 client.close()
                 other.kill()
-            reply = prepare_from_blobs(ctx.client, foreign)
+            reply = prepare_from_blobs(ctx.client, foreign, ctx.config())
             release(ctx.client, reply.preparedModelId)
             expect_code(reply.returnCode, e.NNRT_INVALID_MODEL_CACHE,
                         "PrepareModelFromModelCache of another instance's cache", reply.reason)

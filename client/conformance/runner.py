@@ -7,7 +7,10 @@ import logging
 from collections.abc import Callable
 
 from . import capabilities, interface, limits, operators, recovery
-from .context import Context
+from nnrt.common.errors import NNRT_SUCCESS, NNRT_UNSUPPORTED_OP
+from nnrt.protos import hdi_types_pb2 as ht
+
+from .context import Context, add_model, prepare, release
 from .driver_process import DriverProcess, DriverStartError, PrivateRuntime, split_driver_spec
 from .report import Report
 
@@ -37,6 +40,7 @@ def certify(driver_spec: str, *, quick: bool = False, sections: set[str] | None 
             return report
         ctx.client = ctx.driver.client()
         report.device = _device(ctx)
+        _base_config(ctx)
         for name, module, in_quick in SECTIONS:
             if sections is not None and name not in sections:
                 continue
@@ -54,6 +58,19 @@ def certify(driver_spec: str, *, quick: bool = False, sections: set[str] | None 
         runtime.close()
         report.finish()
     return report
+
+
+def _base_config(ctx: Context) -> None:
+    """A device that computes no float32 (an NPU: float32 models only in float16 mode)
+    refuses the float32 add model the checks use; they then prepare it with enableFloat16."""
+    code, model_id, _ = prepare(ctx.client, add_model())
+    release(ctx.client, model_id)
+    if code == NNRT_UNSUPPORTED_OP and ctx.capabilities.get("IsFloat16PrecisionSupported"):
+        code, model_id, _ = prepare(ctx.client, add_model(), ht.ModelConfig(enableFloat16=True))
+        release(ctx.client, model_id)
+        if code == NNRT_SUCCESS:
+            ctx.base_config = ht.ModelConfig(enableFloat16=True)
+            ctx.report.device["models"] = "enableFloat16 (float32 refused: NNRT_UNSUPPORTED_OP)"
 
 
 def _device(ctx: Context) -> dict[str, str]:
