@@ -90,6 +90,15 @@ def test_the_installed_package_is_listed_as_a_kind(installed):
                for line in table.splitlines()), table
 
 
+def test_nnrt_devices_lists_the_served_device(template):
+    done = nnrt("devices", "--json", "--runtime-dir", str(template.runtime_dir))
+    assert done.returncode == 0, done.stderr
+    (device,) = json.loads(done.stdout)["devices"]
+    assert (device["driver"], device["device_name"], device["vendor"], device["status"]) == \
+        ("template", "nnrt-template", "example", "available")
+    assert device["details"]["device_memory"] == "256 MiB"
+
+
 def test_its_help_shows_its_own_options_beside_the_hosts(installed):
     done = nnrt_driver("template", "--help")
     assert done.returncode == 0, done.stderr
