@@ -226,6 +226,8 @@ def test_tolerances_of_semantics_md():
 def test_device_memory_from_the_admin_details():
     assert device_memory({"device_memory": "1 GiB (1073741824 bytes)",
                           "memory_used_bytes": "0"}) == 1 << 30
+    assert device_memory({"device_memory": "512 MiB"}) == 512 << 20  # the template driver's
+    assert device_memory({"memory_limit_mib": "32", "global_memory_mib": "6362"}) == 32 << 20
     assert device_memory({"engine": "ort"}) is None
 
 

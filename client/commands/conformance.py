@@ -35,8 +35,7 @@ def add_parser(sub) -> None:
                     "certify it through the HDI only: the return codes of every method, "
                     "every supported operator against the reference engine, its "
                     "capabilities, a SIGKILL mid-run and its caches, its memory limits and "
-                    "concurrent sessions. Exit 0 only when every required check passes.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+                    "concurrent sessions. Exit 0 only when every required check passes.")
     parser.add_argument("--driver", required=True, metavar='"KIND [OPTIONS]"',
                         help="the driver to certify, as nnrt-driver's arguments: a kind and "
                              "its options, e.g. \"gpu --cl-device any\"")

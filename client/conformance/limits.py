@@ -17,7 +17,9 @@ import threading
 import numpy as np
 
 from nnrt.common import errors as e
+from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
+from nnrt.protos import node_attrs_pb2 as na
 
 from .context import Context, CheckSkipped, add_model, expect, expect_code, prepare, release
 from .models import run_prepared
@@ -30,16 +32,28 @@ SESSIONS = 4
 RUNS_PER_SESSION = 25
 DEVICE_CHUNK = 256 * MIB
 _BYTES = re.compile(r"\((\d+) bytes\)")
+_SIZE = re.compile(r"(\d+(?:\.\d+)?) ?(KiB|MiB|GiB|TiB)")
+_UNITS = {"KiB": 1 << 10, "MiB": MIB, "GiB": 1 << 30, "TiB": 1 << 40}
+WEIGHTS_CHECK_MAX = 64 * MIB  # device memory a check may fill with one model's weights
 
 
 def device_memory(details: dict[str, str]) -> int | None:
-    """The device's own memory from its admin details ("device_memory": "1 GiB (N bytes)"),
-    None when it reports none."""
-    for key, value in details.items():
-        if "memory" in key and not key.endswith(("used_bytes", "peak_bytes")):
-            found = _BYTES.search(value)
-            if found and key in ("device_memory", "global_memory", "memory"):
-                return int(found.group(1))
+    """The device's own memory as its admin details report it, None when they do not: a
+    `device_memory` entry ("1 GiB (1073741824 bytes)", "512 MiB") or a `*_mib` / `*_bytes`
+    entry named memory_limit or device_memory (the GPU driver's memory_limit_mib)."""
+    for key in ("device_memory_bytes", "memory_limit_bytes"):
+        if details.get(key, "").isdigit():
+            return int(details[key])
+    for key in ("device_memory_mib", "memory_limit_mib"):
+        if details.get(key, "").isdigit():
+            return int(details[key]) * MIB
+    value = details.get("device_memory", "")
+    found = _BYTES.search(value)
+    if found:
+        return int(found.group(1))
+    found = _SIZE.fullmatch(value.strip())
+    if found:
+        return int(float(found.group(1)) * _UNITS[found.group(2)])
     return None
 
 
@@ -137,6 +151,9 @@ def _budgets_enforced(ctx: Context) -> None:
 
 
 def _device_memory_enforced(ctx: Context, device: int | None) -> None:
+    """Client buffers past the device's memory are refused where the device keeps them (an
+    NPU, the template driver); where it does not (a GPU copies them at run), a model whose
+    weights exceed it is refused instead, when that is small enough to try."""
     if device is None:
         ctx.skip(SECTION, "device memory is enforced", "the device reports no memory of its own")
         return
@@ -147,17 +164,40 @@ def _device_memory_enforced(ctx: Context, device: int | None) -> None:
                                f"({status.sessionMemoryBudgetBytes // MIB} MiB), which refuses first")
         client = ctx.driver.client()
         held: list = []
+        chunk = min(DEVICE_CHUNK, max(device // 4, MIB))
         try:
-            held, code = _allocate_until_refused(client, DEVICE_CHUNK, device)
-            expect_code(code, e.NNRT_OUT_OF_MEMORY, f"AllocateBuffer past the device's "
-                        f"{device // MIB} MiB ({len(held)} x {DEVICE_CHUNK // MIB} MiB held)")
-            expect(len(held) * DEVICE_CHUNK <= device,
-                   f"{len(held) * DEVICE_CHUNK // MIB} MiB allocated on a {device // MIB} MiB "
-                   f"device")
-            out.detail = f"{device // MIB} MiB: refused after {len(held) * DEVICE_CHUNK // MIB} MiB"
+            held, code = _allocate_until_refused(client, chunk, device)
+            if code == e.NNRT_OUT_OF_MEMORY:
+                expect(len(held) * chunk <= device,
+                       f"{len(held) * chunk // MIB} MiB allocated on a {device // MIB} MiB device")
+                out.detail = (f"{device // MIB} MiB: buffers refused after "
+                              f"{len(held) * chunk // MIB} MiB")
+                return
+            expect_code(code, e.NNRT_SUCCESS, f"AllocateBuffer({chunk})")
+            _free(client, held)  # buffers live in host memory here: the weights must not fit
+            if device > WEIGHTS_CHECK_MAX:
+                raise CheckSkipped(f"client buffers are not device memory here, and "
+                                   f"{device // MIB} MiB is too much to fill with weights")
+            code, model_id, reason = prepare(client, _weights_model(device + MIB), ctx.config())
+            release(client, model_id)
+            expect_code(code, e.NNRT_OUT_OF_MEMORY, f"PrepareModel of {(device + MIB) // MIB} "
+                        f"MiB of weights on a {device // MIB} MiB device", reason)
+            out.detail = f"{device // MIB} MiB: a model of {(device + MIB) // MIB} MiB refused"
         finally:
             _free(client, held)
             client.close()
+
+
+def _weights_model(nbytes: int) -> HdiModelBuilder:
+    """y = x + w with a float32 constant w of `nbytes`."""
+    n = nbytes // 4
+    b = HdiModelBuilder("conformance-weights")
+    x = b.input("x", np.float32, [n])
+    w = b.constant("w", np.zeros(n, np.float32))
+    y = b.tensor("y", np.float32, [n])
+    b.node(na.NODE_TYPE_ADD_FUSION, [x, w], [y])
+    b.mark_outputs(y)
+    return b
 
 
 def _concurrent_sessions(ctx: Context) -> None:
