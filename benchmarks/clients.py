@@ -105,6 +105,18 @@ class CeilingRow:
     runs_per_s: float
 
 
+def use_drivers_key() -> None:
+    """Authenticate cache blobs with the key of the driver in $NNRT_RUNTIME_DIR (its state
+    directory by the driver's own rule, hdi/cache_key.py): the blobs this process restores
+    were sealed by that driver."""
+    from pathlib import Path
+
+    from nnrt.common.runtime_dir import ENV
+    from nnrt.hdi import cache_key
+
+    cache_key.configure(cache_key.state_dir(None, Path(os.environ[ENV])))
+
+
 def lowered_model(cache: bytes) -> bytes | None:
     """The optimised ONNX model the ort engine runs for a compiled model's cache, when its
     whole graph is one onnxruntime segment (else None: no single model to compare with)."""
@@ -114,6 +126,7 @@ def lowered_model(cache: bytes) -> bytes | None:
     from nnrt.hdi.device import PrepareConfig
 
     _, contents = model_cache.unpack(cache)
+    use_drivers_key()
     prepared = CpuDevice().prepare_from_cache(contents.blobs, PrepareConfig())
     try:
         units = [step.unit for step in prepared.plan.steps]

@@ -587,6 +587,18 @@ class NnrtEngine:
         self.model.close()
 
 
+def use_drivers_key() -> None:
+    """Authenticate cache blobs with the key of the driver in $NNRT_RUNTIME_DIR (its state
+    directory by the driver's own rule, hdi/cache_key.py): the blobs this process restores
+    were sealed by that driver."""
+    from pathlib import Path
+
+    from nnrt.common.runtime_dir import ENV
+    from nnrt.hdi import cache_key
+
+    cache_key.configure(cache_key.state_dir(None, Path(os.environ[ENV])))
+
+
 class InProcessEngine:
     """The driver's prepared model, restored from the compilation's cache in this process
     (CpuDevice.prepare_from_cache: the graph and, with the onnxruntime engine, a second blob
@@ -595,6 +607,7 @@ class InProcessEngine:
 
     def __init__(self, engine: NnrtEngine) -> None:
         _, contents = model_cache.unpack(engine.compiled.export_cache())
+        use_drivers_key()
         self.prepared = CpuDevice().prepare_from_cache(contents.blobs, PrepareConfig())
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
