@@ -253,8 +253,11 @@ def parse_args(argv: list[str] | None,
         first.error("the following arguments are required: kind")
     entry = installed_kinds().get(known.kind)
     if entry is None:
+        # `--engine numpy cpu`: the kind's option came before the kind, which decides it
+        later = [w for w in argv if w in installed_kinds()]
         first.error(f"argument kind: invalid choice: {known.kind!r} (choose from "
-                    f"{', '.join(installed_kinds()) or 'none: no driver kind is installed'})")
+                    f"{', '.join(installed_kinds()) or 'none: no driver kind is installed'})"
+                    + (f"; put the kind {later[0]!r} before its own options" if later else ""))
     kind = entry.load()
     try:
         parser = build_parser(kind, f"{entry.target}, {entry.origin}")
