@@ -17,6 +17,7 @@ import pytest
 import nnrt.client as client_package
 from nnrt.client import (DeviceNotFound, InferenceSession, IOBinding, RunCancelled, RunOptions,
                          SessionOptions, get_available_providers)
+from nnrt.client import io_binding as io_binding_module
 from nnrt.client import session as session_module
 from tests.capi.util_capi import use_runtime
 from tests.conftest import start_driver
@@ -64,8 +65,8 @@ def test_names_importable_from_nnrt_client():
 
 def test_io_binding_runs_many_times_without_a_copy(runtime, model_path, expected, monkeypatch):
     allocations = []
-    real_allocate = session_module.allocate
-    monkeypatch.setattr(session_module, "allocate",
+    real_allocate = io_binding_module.allocate
+    monkeypatch.setattr(io_binding_module, "allocate",
                         lambda *a: allocations.append(a[1]) or real_allocate(*a))
     with InferenceSession(model_path, providers=["CPUExecutionProvider"]) as session:
         binding = session.io_binding()
