@@ -10,7 +10,7 @@ written for onnxruntime switches to nnrt drivers by changing one import.
 
 Decisions:
 
-* A model is an `.onnx` file (imported by `client/onnx_import.py`), its bytes, an
+* A model is an `.onnx` file (imported by `client/onnx_import/`), its bytes, an
   `onnx.ModelProto`, or a saved `.nnrt` model (`common/model_file.py`). It is compiled once,
   at construction, for one device; `run` computes every output and returns those asked for
   (None: all, in the graph's order), as numpy arrays. Inputs go by name, in any order; a

@@ -32,7 +32,7 @@ leaving the plan alone. Without failover the device error is the run's
 (OH_NN_UNAVAILABLE_DEVICE).
 
 A partition is prepared by `prepare_partition`, or by the hook the compilation is given
-(the C API's cache directory: one cache per partition, client/capi/compilation.py).
+(the C API's cache directory: one cache per partition, client/capi/compilation_build.py).
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ class HeteroCompilation:
         self.config = config
         self.failover = failover
         # How a partition is prepared: `prepare_partition`, or the C API's through a cache
-        # directory (client/capi/compilation.py: one cache per partition).
+        # directory (client/capi/compilation_build.py: one cache per partition).
         self.prepare = prepare
         self.supports: list[Support] = []
         self.preferred: PreparedPlan | None = None
