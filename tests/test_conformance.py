@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -249,3 +250,26 @@ def test_report_outputs():
     root = ET.fromstring(report.junit())
     assert len(root.findall(".//testcase")) == 4
     assert len(root.findall(".//failure")) == 2 and len(root.findall(".//skipped")) == 1
+
+
+@pytest.mark.multiprocess
+def test_drivers_stop_when_the_conformance_process_is_killed(tmp_path):
+    """Its drivers hold a lifeline pipe (--lifeline-fd) to it: a SIGKILLed conformance run,
+    whose cleanup never runs, leaves no driver behind."""
+    environment = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "nnrt.client.cli", "conformance", "--driver",
+                             "cpu --engine numpy"], env=environment, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not _processes_naming(tmp_path) and time.monotonic() < deadline:
+            assert proc.poll() is None, "the run ended before its driver was seen"
+            time.sleep(0.05)
+        assert _processes_naming(tmp_path), "no driver started within 60 s"
+    finally:
+        proc.kill()
+        proc.wait(10)
+    deadline = time.monotonic() + 30
+    while _processes_naming(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_naming(tmp_path) == []

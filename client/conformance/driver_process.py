@@ -90,22 +90,30 @@ class DriverProcess:
         self.name = name
         self.log_path = runtime / f"{name}.log"
         self.proc: subprocess.Popen | None = None
+        self._lifeline = -1  # our end of the driver's --lifeline-fd pipe
 
-    @property
-    def argv(self) -> list[str]:
+    def argv(self, lifeline: int | None = None) -> list[str]:
         return [*driver_command(), self.kind, *self.options, "--name", self.name,
-                "--runtime-dir", str(self.runtime), "--log-level", "INFO", *self.extra]
+                "--runtime-dir", str(self.runtime), "--log-level", "INFO", *self.extra,
+                *([] if lifeline is None else ["--lifeline-fd", str(lifeline)])]
 
     def start(self, timeout: float = START_TIMEOUT) -> DriverProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, env=env, close_fds=True)
+        # The driver's lifeline: it stops when this process is gone, however it went (even
+        # by SIGKILL, when our `finally` never runs).
+        theirs, self._lifeline = os.pipe2(os.O_CLOEXEC)
+        try:
+            with open(self.log_path, "ab") as out:
+                self.proc = subprocess.Popen(self.argv(theirs), stdin=subprocess.DEVNULL,
+                                             stdout=out, stderr=subprocess.STDOUT, env=env,
+                                             close_fds=True, pass_fds=(theirs,))
+        finally:
+            os.close(theirs)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 code = self.proc.returncode
-                self.proc = None
+                self.kill()
                 raise DriverStartError(f"nnrt-driver {self.kind} exited with {code} before "
                                        f"serving", self.log())
             if session_socket(self.runtime, self.name).exists() and self._answers():
@@ -142,6 +150,9 @@ class DriverProcess:
 
     def kill(self) -> None:
         """SIGKILL and reap (no zombie, whatever state it was in)."""
+        if self._lifeline >= 0:
+            os.close(self._lifeline)
+            self._lifeline = -1
         if self.proc is None:
             return
         if self.proc.poll() is None:
@@ -156,6 +167,7 @@ class DriverProcess:
     def stop(self) -> None:
         """SIGTERM (a clean stop), SIGKILL past STOP_TIMEOUT; reaped either way."""
         if self.proc is None:
+            self.kill()
             return
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

@@ -110,4 +110,11 @@ def run(ctx: Context) -> None:
         if ctx.quick:
             cases = cases[:QUICK_CASES]
         for case in cases:
+            if not ctx.client.alive:  # one failure that says so, not one per case left
+                with ctx.check(SECTION, f"{name} {case.name}: the driver is alive",
+                               reproducer=describe(case)):
+                    raise CheckFailed(f"the driver died during the operator checks, before "
+                                      f"this case (the one before it killed it?); its log "
+                                      f"ends: {ctx.driver.log(600)}")
+                return
             _check_case(ctx, case)
