@@ -40,7 +40,7 @@ import nnrt.client.core.device as devices_module
 from nnrt.client import capi
 from nnrt.protos import admin_pb2 as apb
 from nnrt.protos import admin_pb2_grpc
-from nnrt.devmgr.manager import health_status
+from nnrt.devmgr.probes import health_status
 from nnrt.common.devmgr_ctl import DevmgrUnavailable, request
 
 from _common import float32_desc, u32  # benchmarks/_common.py (run as a script)

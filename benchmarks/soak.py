@@ -130,7 +130,7 @@ def _spread(values: list[int]) -> float:
 
 def soak(runs: int, clients: int, interval: float, warmup: float, tolerance: float) -> bool:
     from nnrt.protos import admin_pb2_grpc
-    from nnrt.devmgr.manager import health_status
+    from nnrt.devmgr.probes import health_status
     from nnrt.common.runtime_dir import grpc_socket
 
     per_client = [runs // clients + (1 if k < runs % clients else 0) for k in range(clients)]

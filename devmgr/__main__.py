@@ -1,5 +1,5 @@
 import sys
 
-from nnrt.devmgr.manager import main
+from nnrt.devmgr.main import main
 
 sys.exit(main())

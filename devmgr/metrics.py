@@ -47,7 +47,7 @@ from prometheus_client.registry import Collector
 
 from nnrt.protos import admin_pb2 as admin_pb
 from nnrt.protos import admin_pb2_grpc
-from .manager import STATES
+from .states import STATES
 from nnrt.server.prometheus import LABELS, DriverFamilies, MetricsServer
 from nnrt.common.devmgr_cli import parse_address
 from nnrt.common.runtime_dir import admin_metadata, grpc_socket

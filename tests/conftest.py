@@ -16,7 +16,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 
 from nnrt.client.core.driver import DriverClient
-from nnrt.devmgr.manager import health_status  # the device manager's probe, shared by the tests
+from nnrt.devmgr.probes import health_status  # the device manager's probe, shared by the tests
 from nnrt.common.runtime_dir import grpc_socket, session_socket
 
 # Tests point the client at drivers they start themselves; a test that exercises the

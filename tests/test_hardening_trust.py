@@ -29,7 +29,7 @@ from nnrt.common.hdi_model import IODesc
 from nnrt.client.core.driver import DriverClient, UntrustedDriver
 from nnrt.protos import admin_pb2_grpc
 from nnrt.common import runtime_dir as rd
-from nnrt.devmgr.manager import health_status
+from nnrt.devmgr.probes import health_status
 from tests.conftest import RunningDriver, start_driver
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,

@@ -14,7 +14,7 @@ from pathlib import Path
 from grpc_health.v1 import health_pb2
 
 from nnrt.common.runtime_dir import grpc_socket, session_socket
-from nnrt.devmgr.manager import health_status
+from nnrt.devmgr.probes import health_status
 from tests.conftest import RunningDriver
 
 START_S = 30
