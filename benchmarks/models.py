@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import os
 import statistics
@@ -760,6 +761,7 @@ def main() -> int:
                         help="seconds of pause before each engine's calls (default 0.2)")
     parser.add_argument("--in-process", action="store_true",
                         help="also time the driver's plan in this process (no transport)")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     parser.add_argument("--stream", type=int, default=0, metavar="N",
                         help="after the rounds, N calls back to back per model and engine "
                              "(issue 32's steady stream)")
@@ -836,6 +838,7 @@ def main() -> int:
                 head += f" {'plan ms':>9s} {'plan/ort':>9s}"
             print(head)
             tally = {"a": [0, 0], "b": [0, 0]}
+            figures: dict[str, dict] = {}
             for case, _, onnxrt, _ in engines:
                 a, b, c = (statistics.median(s) * 1e3 if s else 0.0
                            for s in samples[case.name])
@@ -849,6 +852,9 @@ def main() -> int:
                         f"{ratio:>6s} {a - b:+9.3f} {allowed:8.3f} {overhead:>6s}")
                 p90, spread, verdict = issue32(samples[case.name][0], samples[case.name][1])
                 line += f" {p90:7.3f} {spread:6.2f}x {verdict:>6s}"
+                figures[case.name] = {"rounds": {"nnrt_p50": a, "nnrt_p90": p90, "ort_p50": b,
+                                                 "plan_p50": c if args.in_process else None,
+                                                 "verdict": verdict}}
                 if args.in_process:
                     line += f" {c:9.3f} {c / b:8.2f}x"
                 if case.name == "floor":
@@ -866,9 +872,15 @@ def main() -> int:
                     ours = timed(nnrt, case.x, args.stream, args.settle)
                     theirs = timed(onnxrt, case.onnx_x, args.stream, args.settle)
                     p90, spread, verdict = issue32(ours, theirs)
+                    figures[case.name]["stream"] = {
+                        "nnrt_p50": statistics.median(ours) * 1e3, "nnrt_p90": p90,
+                        "ort_p50": statistics.median(theirs) * 1e3, "verdict": verdict}
                     print(f"{case.name:10s} {statistics.median(ours) * 1e3:9.3f} {p90:9.3f} "
                           f"{statistics.median(theirs) * 1e3:9.3f} "
                           f"{percentile(theirs, 0.9) * 1e3:9.3f} {spread:6.2f}x {verdict:>6s}")
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump(figures, f)
             if args.per_node:
                 for case, _, _, local in engines:
                     rows = per_node_times(local, case.x, args.rounds * args.calls)
