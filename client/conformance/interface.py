@@ -186,6 +186,18 @@ def _runs(ctx: Context) -> None:
             expect(dims == [[N]], f"outputDims {dims}")
             got = rig.out.array(np.float32, [N]).copy()
             expect(np.array_equal(got, 2 * np.arange(N, dtype=np.float32)), f"y = {got}")
+        with ctx.check(SECTION, "Run through gRPC (IPreparedModel.Run) answers as the "
+                                "session channel does"):
+            rig.out.array(np.float32, [N])[:] = 0
+            reply = ctx.client.run_grpc(rig.model_id, [rig.io(rig.inp)], [rig.io(rig.out)],
+                                        timeout=30)
+            expect_code(reply.returnCode, e.NNRT_SUCCESS, "IPreparedModel.Run", reply.reason)
+            got = rig.out.array(np.float32, [N]).copy()
+            expect(np.array_equal(got, 2 * np.arange(N, dtype=np.float32)), f"y = {got}")
+            reply = ctx.client.run_grpc(rig.model_id, [rig.io(rig.inp)] * 2, [rig.io(rig.out)],
+                                        timeout=30)
+            expect_code(reply.returnCode, e.NNRT_INVALID_INPUT,
+                        "IPreparedModel.Run with two inputs for one", reply.reason)
         bogus = ht.SharedBuffer(bufferId=987654, bufferSize=4 * N, offset=0, dataSize=4 * N)
         inp_desc = rig.inp.descriptor(0, 4 * N)
         variations = [
@@ -313,8 +325,29 @@ def _caches(ctx: Context) -> None:
         expect_code(reply.returnCode, want, "PrepareModelFromModelCache([])", reply.reason)
 
 
+def _offline_models(ctx: Context) -> None:
+    c = ctx.client
+    with ctx.check(SECTION, "PrepareOfflineModel refuses bytes that are no offline model") as out:
+        code, memory = c.allocate_buffer(256)
+        expect_code(code, e.NNRT_SUCCESS, "AllocateBuffer(256)")
+        try:
+            memory.view()[:] = bytes(range(256))
+            reply = c.prepare_offline_model([memory.descriptor()])
+        finally:
+            memory.close()
+            c.release_buffer(memory.descriptor())
+        release(c, reply.preparedModelId)
+        # hdi.md 3.13: undecodable → NNRT_INVALID_MODEL; no offline models → NNRT_NOT_SUPPORT
+        expect(reply.returnCode in (e.NNRT_INVALID_MODEL, e.NNRT_NOT_SUPPORT),
+               f"PrepareOfflineModel of 256 bytes of garbage: answered "
+               f"{code_text(reply.returnCode, reply.reason)}, expected NNRT_INVALID_MODEL "
+               f"(or NNRT_NOT_SUPPORT without offline models)")
+        out.detail = code_text(reply.returnCode)
+
+
 def run(ctx: Context) -> None:
     _device_methods(ctx)
+    _offline_models(ctx)
     _malformed_models(ctx)
     _runs(ctx)
     _buffers(ctx)
