@@ -20,8 +20,8 @@ from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 
-from .context import CheckFailed, CheckSkipped, Context, add_model, expect, expect_code, release
-from .models import code_text, run_prepared
+from .context import CheckSkipped, Context, add_model, expect, expect_code, release
+from .models import run_prepared
 
 SECTION = "capabilities"
 
@@ -247,4 +247,4 @@ def run(ctx: Context) -> None:
     _cache(ctx)
 
 
-__all__ = ["run", "exported", "prepare_from_blobs", "CheckFailed"]
+__all__ = ["run", "exported", "prepare_from_blobs"]

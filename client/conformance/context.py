@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from nnrt.client.core.driver import DriverClient
-from nnrt.common.errors import NNRT_SUCCESS
 from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 
@@ -153,9 +151,5 @@ def release(client: DriverClient, model_id: int) -> None:
         client.release_prepared_model(model_id)
 
 
-def is_tty() -> bool:
-    return sys.stderr.isatty()
-
-
 __all__ = ["CheckFailed", "CheckSkipped", "Context", "expect", "expect_code", "add_model",
-           "prepare", "release", "NNRT_SUCCESS"]
+           "prepare", "release"]

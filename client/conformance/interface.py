@@ -179,7 +179,7 @@ def _runs(ctx: Context) -> None:
         ctx.skip(SECTION, "Run checks", str(exc))
         return
     try:
-        with ctx.check(SECTION, "Run of a good request succeeds with the outputs' dims") as out:
+        with ctx.check(SECTION, "Run of a good request succeeds with the outputs' dims"):
             reply = rig.run()
             expect_code(reply.returnCode, e.NNRT_SUCCESS, "Run", reply.reason)
             dims = [list(d.values) for d in reply.outputDims]
