@@ -98,6 +98,20 @@ def test_cpu_quick_passes_and_json_and_junit_parse(tmp_path):
 
 
 @pytest.mark.multiprocess
+@pytest.mark.parametrize("driver", ["gpu --cl-device any", "accel"])
+def test_our_gpu_and_accelerator_drivers_pass_quick(tmp_path, driver):
+    """Our other two drivers certify too (the GPU on PoCL's CPU device)."""
+    proc = conformance("--driver", driver, "--quick", "--json", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert report["passed"] is True
+    sections = report["sections"]
+    assert all(FAIL not in counts for counts in sections.values()), sections
+    assert sections["interface"][PASS] >= 40 and sections["operators"][PASS] > 0
+    _assert_nothing_left(tmp_path)
+
+
+@pytest.mark.multiprocess
 def test_a_broken_driver_fails_with_its_faults_named(tmp_path):
     junit = tmp_path / "broken.xml"
     proc = conformance("--driver", "broken", "--quick", "--junit", junit, tmp_path=tmp_path,

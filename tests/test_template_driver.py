@@ -317,3 +317,14 @@ def test_its_device_memory_is_a_limit(installed, tmp_path):
         assert "of 1048576 free" in small.log()
     finally:
         assert small.stop() == 0
+
+
+def test_it_passes_conformance(installed):
+    """The template is what a vendor starts from: it certifies as it is."""
+    proc = subprocess.run([sys.executable, "-m", "nnrt.client.cli", "conformance", "--driver",
+                           "template", "--quick", "--json"], capture_output=True, text=True,
+                          timeout=INSTALL_TIMEOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert report["passed"] is True
+    assert report["sections"]["operators"]["pass"] > 0
