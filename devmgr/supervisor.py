@@ -31,21 +31,7 @@ by hand) is left alone, and ours exits 3 as before.
 The status never shows `ready` (or a pid) for a process that is gone: the state changes in
 the same step that forgets the process, and a snapshot checks the process it reports.
 
-Warm standby (`standby = true` on a driver): once the live driver is ready, the supervisor
-starts a spare, the same command line plus `--standby-fd N` (one end of a socketpair),
-which imports everything and creates its device, says b"R" and waits without claiming any
-socket (server/main.py). A driver's exit is seen at once (a pidfd in the watch loop, not a
-poll); when the restart policy restarts it, a live spare gets b"G" *instead of the backoff
-and the cold start*: it claims the dead driver's stale sockets and serves under the same
-name and kind, so clients see the same device ID. The failure still counts toward the
-crash-loop limit (a driver that keeps dying is failed, spare or not; failed or stopped, the
-spare is let go). A new spare is started once the promoted one is ready, so the two never
-compete for the CPU while clients reconnect. A spare is let go by closing our end (its EOF:
-exit 0; SIGTERM, then SIGKILL after `stop_timeout` if it does not go); a spare that dies on
-its own is replaced after the driver's backoff. Spares hold the lifeline like every driver
-and die with the device manager twice over (the lifeline, and the EOF of the standby
-socket, whose other end only we hold); they hold no socket, so a successor's leftover
-takeover, which looks for socket holders, never meets one.
+Warm standby (`standby = true` on a driver), a spare process that takes over at once: standby.py.
 """
 
 from __future__ import annotations
@@ -54,7 +40,6 @@ import logging
 import os
 import select
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -77,6 +62,7 @@ from .probes import (
     served_by,
     socket_holders,
 )
+from .standby import Standby
 
 if TYPE_CHECKING:
     from .manager import DeviceManager
@@ -106,14 +92,7 @@ class DriverSupervisor:
         self._next_start_at: float | None = None
         self._failures: deque[float] = deque()
         self._pidfd: int | None = None  # of the live process: its exit wakes the watch loop
-        # The warm spare (spec.standby): process, our end of its standby socket, whether it
-        # said ready, when it started, its failures in a row and when the next may start.
-        self._spare: subprocess.Popen | None = None
-        self._spare_sock: socket.socket | None = None
-        self._spare_ready = False
-        self._spare_started_at = 0.0
-        self._spare_failures = 0
-        self._spare_next_at = 0.0
+        self._standby = Standby(self, self._lock)  # the warm spare (spec.standby)
         self.takeovers = 0  # restarts done by promoting a spare
         # Stopped by the operator (`nnrt devmgr stop`): not started again by supervision nor
         # by a reload, until `nnrt devmgr start` / `restart`.
@@ -165,7 +144,7 @@ class DriverSupervisor:
 
     def kill_now(self) -> None:
         """Last resort at shutdown: SIGKILL the driver whatever its thread is doing."""
-        for proc in (self._proc, self._spare):
+        for proc in (self._proc, self._standby.process):
             if proc is not None and proc.poll() is None:
                 proc.kill()
 
@@ -196,19 +175,16 @@ class DriverSupervisor:
                 "failures": self._recent_failures(now),
                 "restart_policy": self.spec.policy.restart,
                 "identity": self.identity,
-                "standby": self._standby_snapshot(),
+                "standby": self._standby.snapshot(),
                 "takeovers": self.takeovers,
                 "operator_stopped": self.operator_stopped,
             }
 
-    def _standby_snapshot(self) -> dict | None:
-        """The spare, for the status (under the lock): None when standby is off."""
-        if not self.spec.standby:
-            return None
-        spare = self._spare
-        alive = spare is not None and spare.poll() is None
-        return {"pid": spare.pid if alive else None,
-                "state": ("ready" if self._spare_ready else "loading") if alive else "none"}
+    def driver_argv(self) -> list[str]:
+        """The driver's command line, without the descriptors it is handed."""
+        spec = self.spec
+        return [*module_argv("nnrt.server"), spec.kind, "--name", spec.name,
+                "--runtime-dir", str(self.manager.runtime_dir), *spec.option_args()]
 
     # -- the thread --------------------------------------------------------------------
 
@@ -238,12 +214,12 @@ class DriverSupervisor:
                     break
                 delay = self._restart_delay(outcome)
                 state = DriverState.BACKOFF
-                if delay is not None and self._spare_alive():
+                if delay is not None and self._standby.alive():
                     with self._lock:
                         self.restarts += 1
                     continue  # the spare takes over at once: no backoff, no cold start
                 if delay is None:
-                    self._stop_spare("the driver is not restarted")
+                    self._standby.stop("the driver is not restarted")
                     delay = self._cool_down()
                     if delay is None:
                         break
@@ -265,7 +241,7 @@ class DriverSupervisor:
             log.exception("driver %s: supervisor failed", self.name)
             self._set(state=DriverState.FAILED, reason=f"supervisor error: {exc}")
         finally:
-            self._stop_spare("the device manager stops this driver")
+            self._standby.stop("the device manager stops this driver")
             self._terminate()
 
     def _run_once(self) -> tuple[str, int | None]:
@@ -273,10 +249,9 @@ class DriverSupervisor:
         ("exited", code) / ("unhealthy", code) / ("not-ready", code) / ("spawn", None) /
         ("stop", None)."""
         spec, directory = self.spec, self.manager.runtime_dir
-        argv = [*module_argv("nnrt.server"), spec.kind, "--name", spec.name,
-                "--runtime-dir", str(directory), *spec.option_args()]
+        argv = self.driver_argv()
         self._set(state=DriverState.STARTING, identity=None)
-        proc = self._promote_spare()
+        proc = self._standby.promote()
         if proc is None:
             self._take_over_leftovers()
             if self._stop.is_set():
@@ -330,7 +305,7 @@ class DriverSupervisor:
             if code is not None:
                 return self._exited(code, "")
             self._maybe_reset_backoff(ready_at)
-            self._tend_spare()
+            self._standby.tend()
             if time.monotonic() < next_probe:
                 continue
             settings = self.manager.settings
@@ -375,137 +350,6 @@ class DriverSupervisor:
         except (OSError, ValueError):
             self._stop.wait(POLL_INTERVAL)
         return self._stop.is_set()
-
-    # -- the warm spare (spec.standby) ---------------------------------------------------
-
-    def _spare_alive(self) -> bool:
-        spare = self._spare
-        return spare is not None and spare.poll() is None
-
-    def _tend_spare(self) -> None:
-        """Called from the watch loop of a ready driver: start a spare when standby is on
-        and none runs (after the backoff of failed spares), note when it says ready, notice
-        one that died, let one go when standby was turned off by a reload."""
-        if not self.spec.standby or self.spec.policy.restart == "never":
-            if self._spare is not None:  # a reload turned it off (a spare never promoted)
-                self._stop_spare("standby turned off")
-            return
-        spare = self._spare
-        now = time.monotonic()
-        if spare is not None:
-            code = spare.poll()
-            if code is not None:
-                self._forget_spare()
-                self._spare_failures += 1
-                delay = self.spec.policy.delay(self._spare_failures)
-                self._spare_next_at = now + delay
-                log.warning("driver %s: spare pid %d exited with %s before taking over; a new "
-                            "one in %.2f s", self.name, spare.pid, describe_exit(code), delay)
-                self.manager.wake()
-                return
-            if not self._spare_ready:
-                try:
-                    said = self._spare_sock.recv(16)
-                except (BlockingIOError, InterruptedError):
-                    return
-                except OSError:
-                    said = b""
-                if said.startswith(b"R"):
-                    with self._lock:
-                        self._spare_ready = True
-                    self._spare_failures = 0
-                    log.info("driver %s: spare pid %d ready to take over (loaded in %.2f s)",
-                             self.name, spare.pid, now - self._spare_started_at)
-                    self.manager.wake()
-            return
-        if now >= self._spare_next_at:
-            self._start_spare()
-
-    def _start_spare(self) -> None:
-        spec, directory = self.spec, self.manager.runtime_dir
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        lifeline = self.manager.lifeline_fd
-        argv = [*module_argv("nnrt.server"), spec.kind, "--name", spec.name,
-                "--runtime-dir", str(directory), *spec.option_args(),
-                "--lifeline-fd", str(lifeline), "--standby-fd", str(theirs.fileno())]
-        try:
-            spare = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                     env=self.manager.child_env(), start_new_session=True,
-                                     pass_fds=(lifeline, theirs.fileno()), cwd=CHILD_CWD)
-        except OSError as exc:
-            ours.close()
-            self._spare_failures += 1
-            self._spare_next_at = time.monotonic() + self.spec.policy.delay(self._spare_failures)
-            log.error("driver %s: cannot start a spare: %s", self.name, exc)
-            return
-        finally:
-            theirs.close()  # the spare's end lives in the spare alone: its EOF is ours closing
-        ours.setblocking(False)
-        with self._lock:
-            self._spare, self._spare_sock, self._spare_ready = spare, ours, False
-        self._spare_started_at = time.monotonic()
-        log.info("driver %s: spare started, pid %d", self.name, spare.pid)
-        self.manager.wake()
-
-    def _forget_spare(self) -> subprocess.Popen | None:
-        with self._lock:
-            spare, sock = self._spare, self._spare_sock
-            self._spare, self._spare_sock, self._spare_ready = None, None, False
-        if sock is not None:
-            sock.close()
-        return spare
-
-    def _promote_spare(self) -> subprocess.Popen | None:
-        """Tell a live spare to take over: it becomes the driver process (None: no spare,
-        or it could not be told, and a cold start follows)."""
-        with self._lock:
-            spare, sock, ready = self._spare, self._spare_sock, self._spare_ready
-        if spare is None or sock is None:
-            return None
-        try:
-            sock.setblocking(True)
-            sock.settimeout(1.0)
-            sock.sendall(b"G")
-        except OSError as exc:
-            log.warning("driver %s: spare pid %d cannot be told to take over (%s): a cold "
-                        "start instead", self.name, spare.pid, exc)
-            self._reap(self._forget_spare(), "it failed")
-            return None
-        self._forget_spare()  # closing our end is harmless now: it stopped listening on it
-        with self._lock:
-            self.takeovers += 1
-        log.warning("driver %s: spare pid %d takes over (%s)", self.name, spare.pid,
-                    "loaded" if ready else "still loading")
-        return spare
-
-    def _stop_spare(self, why: str) -> None:
-        """Let the spare go: EOF on its standby socket makes it exit 0."""
-        spare = self._forget_spare()
-        if spare is not None:
-            log.info("driver %s: letting spare pid %d go (%s)", self.name, spare.pid, why)
-            self._reap(spare, why)
-        self._spare_failures = 0
-        self._spare_next_at = 0.0
-
-    def _reap(self, spare: subprocess.Popen | None, why: str) -> None:
-        """Wait for a spare that was let go; SIGTERM, then SIGKILL, if it lingers."""
-        if spare is None:
-            return
-        timeout = self.manager.settings.stop_timeout
-        for sig in (None, signal.SIGTERM, signal.SIGKILL):
-            if sig is not None:
-                log.warning("driver %s: spare pid %d still running: %s", self.name, spare.pid,
-                            signal.Signals(sig).name)
-                try:
-                    spare.send_signal(sig)
-                except ProcessLookupError:
-                    pass
-            try:
-                spare.wait(timeout if sig != signal.SIGKILL else 10)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-        log.error("driver %s: spare pid %d survives SIGKILL", self.name, spare.pid)
 
     def _maybe_reset_backoff(self, ready_at: float) -> None:
         """Forget the failures of a driver ready for `backoff_reset_after` seconds."""
@@ -648,7 +492,7 @@ class DriverSupervisor:
             return None
         delay = policy.delay(failures)
         limit = "no limit" if policy.unlimited else f"of {policy.crash_loop_failures}"
-        when = "at once by its spare" if self._spare_alive() else f"in {delay:.2f} s"
+        when = "at once by its spare" if self._standby.alive() else f"in {delay:.2f} s"
         log.warning("driver %s: restarting %s (failure %d %s within %g s)",
                     self.name, when, failures, limit, policy.crash_loop_window)
         return delay
