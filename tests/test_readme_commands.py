@@ -1,6 +1,6 @@
 """What README.md and docs/*.md show keeps working: every command of their shell code blocks
 that starts with `nnrt`, `nnrt-driver` or `./dev` parses with the command's own parser and runs
-with `--help` as a real process; the README's quick start and five tasks run for real (the
+with `--help` as a real process; the README's quick start and six tasks run for real (the
 embedded driver, a small ONNX model of the name shown), except the commands of a reviewed list
 that need what a test cannot give them (a device manager, the whole suite); and every link
 between the pages resolves, none into the reference outside this repository (`../shared`)."""
@@ -23,7 +23,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent  # this environment's console scripts (nnrt, nnrt-driver)
 PROGRAMS = ("nnrt", "nnrt-driver", "./dev")
 SHELL_FENCES = {"", "sh", "bash", "shell", "console"}
-SEPARATORS = {"|", "||", "&&", ";", "&"}
+SEPARATORS = {"|", "||", "&&", ";", "&", ">", ">>"}  # a redirection ends the arguments too
 COMMAND_TIMEOUT = 60  # s, a bound on each command (--help takes well under 1 s)
 REAL_RUN_TIMEOUT = 120  # s, a command run for real (an embedded driver starts and stops)
 # The README's quick start and tasks, run for real: these need what a test cannot give them.
@@ -35,9 +35,22 @@ NOT_RUN_FOR_REAL = {
     "nnrt status --wide": "needs a device manager or drivers in the runtime dir: "
                           "tests/test_users_status.py",
     "nnrt devices": "needs drivers in the runtime dir: tests/test_cli.py",
+    "nnrt conformance --driver template": "certifies the template driver (~5 s): "
+                                          "tests/test_template_driver.py runs it --quick",
     "nnrt demo --recovery": "a device manager, two drivers and a warm spare, ~10-30 s: "
                             "tests/test_users_demo.py runs it and checks every scenario",
 }
+
+
+# The README's commands that name the template driver (examples/template-driver) see it as
+# `pip install examples/template-driver` would install it: through $NNRT_DRIVER_PLUGINS.
+TEMPLATE_SOURCE = ROOT / "examples" / "template-driver"
+TEMPLATE_PLUGIN = "template=nnrt_template_driver.kind:KIND"
+
+
+def with_template(env: dict[str, str]) -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [str(TEMPLATE_SOURCE), env.get("PYTHONPATH")]))
+    return {**env, "NNRT_DRIVER_PLUGINS": TEMPLATE_PLUGIN, "PYTHONPATH": path}
 
 
 @dataclass(frozen=True)
@@ -96,7 +109,7 @@ def shown_commands(pages: list[Path] = PAGES, root: Path = ROOT) -> list[ShownCo
 
 COMMANDS = shown_commands()
 QUICK_START = [c for c in COMMANDS if c.where.startswith("README.md:")
-               and c.section in ("Quick start", "Five everyday tasks")]
+               and c.section in ("Quick start", "Six everyday tasks")]
 
 
 def dev_is_installed() -> bool:
@@ -167,10 +180,16 @@ def test_the_parsing_of_shown_lines(tmp_path):
 
 @pytest.mark.parametrize("command", [c for c in COMMANDS if parser_argv(c.argv)],
                          ids=lambda c: c.where)
-def test_the_command_parses(command, capsys):
+def test_the_command_parses(command, capsys, monkeypatch, request):
     """Every option and value shown exists and is accepted by the command's own parser (a
     renamed option, a dropped choice or a bad duration fails here)."""
     program, args = parser_argv(command.argv)
+    from nnrt.hdi.plugin import forget_kinds
+
+    monkeypatch.setenv("NNRT_DRIVER_PLUGINS", TEMPLATE_PLUGIN)
+    monkeypatch.syspath_prepend(str(TEMPLATE_SOURCE))
+    forget_kinds()
+    request.addfinalizer(forget_kinds)  # the kinds seen here are not the next test's
     try:
         if program == "nnrt":
             from nnrt.client.cli import build_parser
@@ -188,7 +207,8 @@ def test_the_command_parses(command, capsys):
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.where)
 def test_the_command_runs_with_help(command, runtime_dir):
     argv = [*process_argv(command.argv), "--help"]
-    env = {**os.environ, "NNRT_RUNTIME_DIR": str(runtime_dir), "NNRT_NO_EMBEDDED": "1"}
+    env = with_template({**os.environ, "NNRT_RUNTIME_DIR": str(runtime_dir),
+                         "NNRT_NO_EMBEDDED": "1"})
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=COMMAND_TIMEOUT)
     assert done.returncode == 0, f"{command.where}: `{command.text}`: {done.stderr[-2000:]}"
@@ -235,7 +255,7 @@ def test_the_quick_start_runs_for_real(command, tmp_path):
         if word.endswith(".onnx"):
             _small_onnx_model(work / word)
     np.save(work / "x.npy", np.random.default_rng(1).random((1, 3, 8, 8), dtype=np.float32))
-    env = {**os.environ, "NNRT_RUNTIME_DIR": str(runtime_dir)}
+    env = with_template({**os.environ, "NNRT_RUNTIME_DIR": str(runtime_dir)})
     env.pop("NNRT_NO_EMBEDDED")  # the quick start's user has no driver running
     done = subprocess.run(process_argv(command.argv), cwd=work, env=env, capture_output=True,
                           text=True, timeout=REAL_RUN_TIMEOUT)
