@@ -2,7 +2,8 @@
 the configured drivers as processes, supervises them, answers its control socket and serves
 their metrics.
 
-It uses the driver host's configuration (nnrt.server.devmgr_config), systemd notify and log
-format, and the shared control-socket wire format and command line (nnrt.common.devmgr_ctl,
+Its configuration is devmgr/config.py. It uses the driver host's parser (to check a
+driver's options), systemd notify and log format, and the control socket's wire format and
+command line it shares with the `nnrt` command (nnrt.common.devmgr_ctl,
 nnrt.common.devmgr_cli); nothing in nnrt.server, nnrt.drivers or nnrt.client imports it.
 """

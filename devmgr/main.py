@@ -20,7 +20,7 @@ import argparse
 import logging
 import sys
 
-from nnrt.server.devmgr_config import default_config_path
+from nnrt.devmgr.config import default_config_path
 from nnrt.common.devmgr_cli import add_arguments
 from nnrt.server.sd_notify import Notifier
 from nnrt.server.journal import JournalFormatter, stderr_is_journal

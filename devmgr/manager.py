@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from nnrt.server.devmgr_config import (
+from nnrt.devmgr.config import (
     Config,
     ConfigError,
     Settings,

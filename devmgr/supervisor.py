@@ -1,6 +1,6 @@
 """One driver, run and kept running by the device manager (`DriverSupervisor`).
 
-Each configured driver (server/devmgr_config.py) runs as its own process,
+Each configured driver (devmgr/config.py) runs as its own process,
 `python -P -m nnrt.server <kind> --name <name> --runtime-dir <dir> <options>` started in `/`
 (nothing of the device manager's working directory on its `sys.path`), in its own
 session (terminal signals reach only the device manager), watched by one thread:
@@ -50,7 +50,7 @@ from grpc_health.v1 import health_pb2
 from nnrt.common.devmgr_cli import CHILD_CWD, module_argv
 from nnrt.common.devmgr_ctl import DriverState, describe_exit
 from nnrt.common.runtime_dir import grpc_socket, session_socket
-from nnrt.server.devmgr_config import DriverSpec
+from nnrt.devmgr.config import DriverSpec
 
 from .probes import (
     MARKER_ENV,

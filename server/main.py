@@ -22,7 +22,7 @@ SIGTERM or SIGINT: stop accepting, let calls in flight finish (up to --grace sec
 remove the sockets and the lock file, exit 0. `--lifeline-fd N` (client/core/embedded.py): the same stop when
 the inherited pipe N reaches EOF, i.e. the process holding its write end is gone.
 
-`--standby-fd N` (server/devmgr.py, `standby = true`): a warm spare. The process imports
+`--standby-fd N` (devmgr/standby.py, `standby = true`): a warm spare. The process imports
 everything and creates its device, then, before claiming any socket, says b"R" (ready) on
 the inherited socket N and waits there: b"G" (go) from the device manager means the live
 driver of this name died, so it claims the (stale) sockets and serves at once; EOF means
@@ -73,7 +73,7 @@ def build_parser(kind: DriverKind | None = None, origin: str = "",
     """nnrt-driver's argument parser: the host's options and, given a kind, that driver's own
     (one argument group, declared by its plugin). `parse_args` picks the kind and adds the
     range checks; the device manager's configuration checks a driver's `options` with it
-    (server/devmgr_config.py)."""
+    (devmgr/config.py)."""
     parser = argparse.ArgumentParser(
         prog="nnrt-driver", description="Run one NNRt HDI driver in the foreground.",
         epilog=_kinds_epilog() if kind is None and add_help else None, add_help=add_help,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nnrt.server.devmgr_config import (DEFAULT_CONFIG_TEXT, SYSTEM_CONFIG, load_config,
+from nnrt.devmgr.config import (DEFAULT_CONFIG_TEXT, SYSTEM_CONFIG, load_config,
                                        parse_config)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ from grpc_health.v1 import health_pb2
 
 from nnrt.client import cli
 from nnrt.server.sd_notify import Notifier
-from nnrt.server.devmgr_config import (ConfigError, DriverSpec, RestartPolicy, Settings,
+from nnrt.devmgr.config import (ConfigError, DriverSpec, RestartPolicy, Settings,
                                        parse_config)
 from nnrt.common.devmgr_ctl import ctl_path, request
 from nnrt.common.runtime_dir import driver_names, grpc_socket, session_socket

@@ -20,7 +20,7 @@ import pytest
 from nnrt.hdi import plugin
 from nnrt.hdi.plugin import DriverKind, PluginError, forget_kinds, installed_kinds, load_kind
 from nnrt.common.errors import NNRT_SUCCESS
-from nnrt.server.devmgr_config import ConfigError, parse_config
+from nnrt.devmgr.config import ConfigError, parse_config
 from tests.conftest import start_driver
 
 ROOT = Path(__file__).resolve().parents[1]

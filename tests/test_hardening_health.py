@@ -20,7 +20,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 from nnrt.client.core.driver import DriverClient
 from nnrt.drivers.cpu.device import CpuDevice
-from nnrt.server.devmgr_config import Settings, load_config
+from nnrt.devmgr.config import Settings, load_config
 from nnrt.common.devmgr_ctl import DevmgrUnavailable
 from nnrt.server.host import DriverHost
 from nnrt.common.runtime_dir import grpc_socket

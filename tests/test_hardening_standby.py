@@ -23,7 +23,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 from nnrt.client import NNRtError
 from nnrt.client.api import list_devices
-from nnrt.server.devmgr_config import (
+from nnrt.devmgr.config import (
     DEFAULT_CONFIG_TEXT,
     ConfigError,
     DriverSpec,

@@ -17,7 +17,7 @@ from nnrt.client import cli
 from nnrt.client.core.driver import DriverClient
 from nnrt.protos import admin_pb2_grpc
 from nnrt.hdi import memory_limits
-from nnrt.server.devmgr_config import ConfigError, parse_config
+from nnrt.devmgr.config import ConfigError, parse_config
 from nnrt.common.runtime_dir import lock_holder, lock_path
 
 from tests.conftest import start_driver

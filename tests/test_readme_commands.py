@@ -319,7 +319,7 @@ def test_the_configuration_shown_is_valid_and_not_passed_off_as_the_shipped_one(
     """The device manager's keys as docs/operations.md shows them load (driver options checked
     by nnrt-driver's parser), keep the defaults they claim, and the shipped file is not said to
     hold what it does not (the `flaky` example: no second driver, standby or fault there)."""
-    from nnrt.server.devmgr_config import load_config, parse_config
+    from nnrt.devmgr.config import load_config, parse_config
 
     page = ROOT / "docs" / "operations.md"
     (shown,) = shown_blocks(page, "toml")

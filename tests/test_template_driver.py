@@ -128,7 +128,7 @@ def in_this_process(installed, monkeypatch) -> Iterator[None]:
 
 
 def test_the_device_manager_checks_its_options(in_this_process):
-    from nnrt.server.devmgr_config import ConfigError, parse_config
+    from nnrt.devmgr.config import ConfigError, parse_config
 
     config = parse_config("[drivers.t]\nkind = 'template'\noptions = { memory-mb = 64 }\n")
     assert config.driver("t").option_args() == ["--memory-mb", "64"]

@@ -39,7 +39,7 @@ from nnrt.common.devmgr_ctl import MAX_CONNECTIONS, ctl_path, request
 from nnrt.common.errors import HDF_ERR_NOPERM
 from nnrt.common.runtime_dir import grpc_socket
 from nnrt.protos import admin_pb2, admin_pb2_grpc
-from nnrt.server.devmgr_config import ConfigError, parse_config
+from nnrt.devmgr.config import ConfigError, parse_config
 
 from tests.conftest import health_status, start_driver, wait_until
 from tests.devmgr_util import FAST_CONFIG, Devmgr, pid_alive, start_devmgr

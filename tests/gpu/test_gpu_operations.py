@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nnrt.server.devmgr_config import load_config, parse_config
+from nnrt.devmgr.config import load_config, parse_config
 from tests.devmgr_util import config_text, start_devmgr
 
 DEPLOY = Path(__file__).resolve().parent.parent.parent / "deploy"

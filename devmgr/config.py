@@ -27,7 +27,7 @@ A TOML file (`tomllib`), read at start and again at every SIGHUP:
     options = { grace = 5, fault-run-delay-ms = 100 }   # nnrt-driver options
     standby = true             # keep a warm spare process (default false; per driver only)
 
-`standby = true` (server/devmgr.py): the device manager keeps a second process of the
+`standby = true` (devmgr/standby.py): the device manager keeps a second process of the
 driver started, imports done and device created, that takes over the name the moment the
 live one dies, instead of a cold start after the backoff. It costs that process's memory;
 it is a property of one driver, so it is not a [defaults] key, and changing it on a reload
@@ -252,7 +252,7 @@ def check_options(where: str, spec: DriverSpec) -> None:
     except PluginError as exc:
         raise ConfigError(f"{where}: kind {spec.kind!r} cannot be used: {exc}") from None
     for key, value in vars(parsed).items():
-        # Drivers start in / (server/devmgr.py): a relative path would not mean what the
+        # Drivers start in / (devmgr/supervisor.py): a relative path would not mean what the
         # configuration's author sees from wherever they stand.
         if isinstance(value, Path) and not value.is_absolute():
             refuse(f"--{key.replace('_', '-')} {value}: give an absolute path (drivers start "
