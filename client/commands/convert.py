@@ -5,7 +5,7 @@
     input   x       float32  [1, 3, 32, 32]
     output  logits  float32  [1, 10]
 
-The model is imported by `client/onnx_import.py` (opset 13 and later; NCHW inputs and
+The model is imported by `client/onnx_import/` (opset 13 and later; NCHW inputs and
 outputs keep their layout and names) and saved device-independently: `nnrt run`, `nnrt
 bench`, `nnrt compile` and `Model.load` read the result. No driver is needed.
 `--input-shape NAME=D0,D1,...` fixes (or, with `?`, frees) an input's dimensions, as

@@ -1,5 +1,5 @@
 """`nnrt run`: compile a saved model (common/model_file.py) or an ONNX model (imported by
-client/onnx_import.py when the file is named .onnx) on a device and run it once.
+client/onnx_import/ when the file is named .onnx) on a device and run it once.
 
     $ nnrt run mlp.nnrt --input x.npy --output-dir out
     model:    mlp.nnrt (3 nodes)
@@ -145,7 +145,7 @@ ACCEPTED_FORMATS = "a saved model (.nnrt) or an ONNX model (.onnx)"
 
 
 def load_model(path: Path, input_shapes: dict | None = None) -> LoweredModel:
-    """A saved model, or an ONNX model imported on the fly (client/onnx_import.py), its
+    """A saved model, or an ONNX model imported on the fly (client/onnx_import/), its
     inputs' dimensions fixed by `input_shapes` (`--input-shape`, as `nnrt convert` has it)."""
     try:
         with open(path, "rb") as f:

@@ -1,5 +1,5 @@
 """The typed client core: what every front end (the OH_NN* C API in `capi/`, the Pythonic API
-in `api.py`, the command line in `commands/`) is built on; it never imports them.
+in `api/`, the command line in `commands/`) is built on; it never imports them.
 
 * `errors` — OH_NN return codes and the exception hierarchy that carries them;
 * `device` — devices, their registry, `find_device` (one set of rules for naming a device);
