@@ -18,7 +18,7 @@ three things side by side:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -69,16 +69,25 @@ class Kernel(ABC):
 register = registrar(KERNELS)  # @register(NODE_TYPE_...) on each Kernel class
 
 
+# How a node whose tensors are quantised gets its kernel: quantized.py registers it when it
+# is imported (the package's __init__ imports it, and every operator, before any caller can
+# reach this module), so the dependency goes one way: quantized → kernel.
+_quantized_kernel: Callable[[NodeSpec, type[Kernel]], Kernel] | None = None
+
+
+def register_quantized(make: Callable[[NodeSpec, type[Kernel]], Kernel]) -> None:
+    """Set how a node of quant type ALL is made from its operator's float kernel class."""
+    global _quantized_kernel
+    _quantized_kernel = make
+
+
 def create_kernel(node: NodeSpec) -> Kernel:
     """Validate and plan one node; DriverError when the CPU driver cannot run it."""
-    from nnrt.hdi.reference import ops  # noqa: F401  (importing ops registers every kernel)
-
     cls = KERNELS.get(node.node_type)
     if cls is None:
         raise unsupported(node, f"NodeType {node.node_type} has no CPU kernel")
     if node.quant_type == QUANT_TYPE_ALL:
-        from nnrt.hdi.reference.quantized import SELF_QUANTIZING, QuantizedKernel
-
-        if node.node_type not in SELF_QUANTIZING:
-            return QuantizedKernel(node, cls)
+        if _quantized_kernel is None:  # never: the package imports quantized.py first
+            raise unsupported(node, "quantised kernels are not loaded")
+        return _quantized_kernel(node, cls)
     return cls(node)

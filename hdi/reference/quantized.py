@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from nnrt.hdi.reference.kernel import Kernel, unsupported
+from nnrt.hdi.reference.kernel import Kernel, register_quantized, unsupported
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.graph import NodeSpec, QuantParam, Shape, TensorSpec
@@ -117,3 +117,12 @@ class QuantizedKernel(Kernel):
         floats = [x if m is None else m.dequantize(x) for x, m in zip(inputs, self.input_maps)]
         results = self.inner.execute(floats)
         return [r if m is None else m.quantize(r) for r, m in zip(results, self.output_maps)]
+
+
+def quantized_kernel(node: NodeSpec, cls: type[Kernel]) -> Kernel:
+    """The kernel of a node of quant type ALL: the operator's own when it quantises by itself
+    (QuantDTypeCast), else its float kernel between dequantisation and quantisation."""
+    return cls(node) if node.node_type in SELF_QUANTIZING else QuantizedKernel(node, cls)
+
+
+register_quantized(quantized_kernel)
