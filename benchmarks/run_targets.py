@@ -47,7 +47,8 @@ def main() -> int:
     parser.add_argument("--models", default="mlp,resnet,mobilenet,encoder,minilm,lstm,"
                                             "int8cnn,floor")
     parser.add_argument("--stream", type=int, default=1000)
-    parser.add_argument("--seconds", type=float, default=4.0, help="per clients.py count")
+    parser.add_argument("--seconds", type=float, default=3.0, help="per clients.py count")
+    parser.add_argument("--rounds", type=int, default=3, help="clients.py --rounds")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="nnrt-targets-") as tmp:
         out = Path(tmp)
@@ -63,6 +64,7 @@ def main() -> int:
         for size in CLIENTS_SHARE:
             path = out / f"clients{size}.json"
             run_script("clients.py", "--counts", "1,8", "--seconds", str(args.seconds),
+                       "--rounds", str(args.rounds),
                        "--size", str(size), "--json", str(path))
             clients[size] = json.loads(path.read_text())
 
