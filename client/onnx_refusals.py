@@ -1,5 +1,5 @@
 """What nnrt refuses of ONNX's node test cases, and why: the expected-refusals table that
-the conformance test (tests/test_onnx_backend.py) holds the importer to, in one place.
+the conformance test (tests/client/onnx/test_backend.py) holds the importer to, in one place.
 
 Each entry names an operator (as the case's node has it; "<Op>, expanded" for the cases
 onnx expands into the operator's function body) and, optionally, a regular expression over

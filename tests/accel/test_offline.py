@@ -5,7 +5,7 @@ the C API and the Pythonic API.
 
 The end-to-end tests on the accel driver skip until `nnrt.drivers.accel.device` exists; the
 descriptor and Pythonic-API tests also run against the test feature driver (a CPU device
-with an offline format of its own, tests/capi/util_compilation.py).
+with an offline format of its own, tests/client/capi/util_compilation.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from nnrt.hdi.graph import Graph
 from nnrt.hdi.sealed_blob import seal
 
 from tests.capi.util_capi import use_runtime
-from tests.capi.util_compilation import offline_model_bytes, start_feature_driver
+from tests.client.capi.util_compilation import offline_model_bytes, start_feature_driver
 from tests.conftest import start_driver
 
 REPO = Path(__file__).resolve().parents[2]

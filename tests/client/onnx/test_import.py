@@ -536,7 +536,7 @@ def test_unread_attribute_is_refused():
 
 def test_shape_of_dynamic_tensor_runs_on_the_device(runtime):
     """A Shape of a tensor with a dynamic dimension is the OH_NN Shape operation (more in
-    tests/test_onnx_import_lstm_qdq.py); input_shapes= still folds it away."""
+    tests/client/onnx/test_import_lstm_qdq.py); input_shapes= still folds it away."""
     model, _ = shape_subgraph()
     for value in (model.graph.input[0], model.graph.output[0]):
         value.type.tensor_type.shape.dim[0].dim_param = "batch"

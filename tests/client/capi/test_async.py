@@ -337,7 +337,7 @@ def test_executor_works_again_once_the_device_is_back(runtime_dir, monkeypatch):
         driver = start_driver(runtime_dir)
         try:
             # the executor recovers; tensors of the dead session are registered with the new
-            # one (tests/capi/test_recovery.py), and new ones run on the same executor too
+            # one (tests/client/capi/test_recovery.py), and new ones run on the same executor too
             assert capi.OH_NNExecutor_RunSync(executor, [old_in], 1, [old_out], 1) == OK
             np.testing.assert_allclose(array(old_out), x + W, rtol=1e-6)
             tin, tout = tensor([2, 3], x), tensor([2, 3])

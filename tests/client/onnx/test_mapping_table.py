@@ -14,7 +14,7 @@ from nnrt.client.onnx_import import SUPPORTED_OPERATORS
 from nnrt.client.onnx_refusals import refused_operators
 
 # The page that holds the ONNX section (the README links to it).
-ONNX_PAGE = Path(__file__).resolve().parent.parent / "docs" / "applications.md"
+ONNX_PAGE = Path(__file__).resolve().parents[3] / "docs" / "applications.md"
 # folded at import (no node of their own): the table's "Shape, Size, ... folded" row
 FOLDED = {"Shape", "Size", "Constant", "ConstantOfShape", "Range"}
 

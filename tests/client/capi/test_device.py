@@ -12,7 +12,7 @@ import nnrt.client.core.device as devices_module
 from nnrt.client import capi
 from nnrt.client.core.device import DeviceRegistry, device_id_of
 from tests.capi.util_capi import use_runtime
-from tests.capi.util_compilation import feature_id, start_feature_drivers
+from tests.client.capi.util_compilation import feature_id, start_feature_drivers
 from tests.conftest import start_driver, wait_until
 
 SUCCESS = capi.OH_NN_SUCCESS

@@ -25,7 +25,7 @@ from nnrt.client.conformance.report import FAIL, PASS, SKIP, Check, Report
 from nnrt.protos import node_attrs_pb2 as na
 from tests.helpers.broken_driver import PLUGIN
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 QUICK_TIMEOUT = 120  # s: a quick run takes ~7 s on a 2-core VM
 FULL_TIMEOUT = 180  # s: the full numpy-engine run ~20 s
 

@@ -15,7 +15,7 @@ from nnrt.client.onnx_import import OnnxImportError, import_onnx
 
 from tests.capi.util_capi import use_runtime
 from tests.conftest import start_driver
-from tests.test_onnx_backend import assert_similar
+from tests.client.onnx.test_backend import assert_similar
 
 pytestmark = pytest.mark.multiprocess
 

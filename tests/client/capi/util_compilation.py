@@ -41,7 +41,7 @@ from nnrt.protos import node_attrs_pb2 as na
 from tests.capi.util_capi import F32, W, Graph, desc
 from tests.conftest import RunningDriver, health_status
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 MAGIC = b"feature-cpu-cache-1"
 
 ALL_FEATURES = ("cache", "offline", "float16", "performance", "priority")
@@ -277,7 +277,7 @@ def start_feature_drivers(runtime_dir: Path, failing: dict[str, Sequence[str]],
                           timeout: float = 20.0) -> dict[str, RunningDriver]:
     """Feature drivers (socket name → what is broken in it), started side by side."""
     runtime_dir.mkdir(parents=True, exist_ok=True)
-    code = "import sys; from tests.capi.util_compilation import serve; serve(*sys.argv[1:])"
+    code = "import sys; from tests.client.capi.util_compilation import serve; serve(*sys.argv[1:])"
     drivers = {}
     for name, broken in failing.items():
         log_path = runtime_dir.parent / f"{name}-{time.monotonic_ns()}.log"

@@ -3,7 +3,7 @@ cache table of 1.9, end to end across processes.
 
 Two drivers serve one runtime directory for the module: the real CPU driver ("cpu", device 0;
 no model cache, no offline models) and the test feature driver ("feature",
-tests/capi/util_compilation.py: cache, offline models, float16, performance modes,
+tests/client/capi/util_compilation.py: cache, offline models, float16, performance modes,
 priorities). A second directory holds feature drivers with one thing broken each, and
 "bare", which has none of the features. A test that kills a driver starts its own.
 """
@@ -27,7 +27,7 @@ from nnrt.client.capi.compilation import OH_NNCompilation
 from nnrt.client.core.device import DeviceRegistry, device_id_of
 from nnrt.common.errors import NNRT_INVALID_MODEL
 from tests.capi.util_capi import W, add_model, use_runtime
-from tests.capi.util_compilation import (
+from tests.client.capi.util_compilation import (
     MAGIC,
     build,
     feature_id,

@@ -21,7 +21,7 @@ from nnrt.client import io_binding as io_binding_module
 from nnrt.client import session as session_module
 from tests.capi.util_capi import use_runtime
 from tests.conftest import start_driver
-from tests.test_onnx_session import feeds, two_output_model
+from tests.client.onnx.test_inference_session import feeds, two_output_model
 
 pytestmark = pytest.mark.multiprocess
 DELAY_MS = 5000  # every run of the slow driver sleeps this long, honouring cancellation

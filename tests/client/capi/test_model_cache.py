@@ -16,7 +16,7 @@ import pytest
 
 from nnrt.client.core import model_cache as mc
 from nnrt.common.hdi_model import IODesc
-from tests.capi.util_compilation import lowered_add
+from tests.client.capi.util_compilation import lowered_add
 
 DEVICE = 0x1234_5678_9ABC_DEF0
 DIGEST = "ab" * 32
