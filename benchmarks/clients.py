@@ -53,11 +53,12 @@ def client_main(args: argparse.Namespace) -> int:
     print("ready", flush=True)
     time.sleep(max(0.0, args.start_at - time.time()))
     latencies, end = [], time.monotonic() + args.seconds
+    cpu = time.process_time()
     while time.monotonic() < end:
         started = time.monotonic()
         executor.run(x)
         latencies.append(time.monotonic() - started)
-    print(json.dumps(latencies), flush=True)
+    print(json.dumps({"latencies": latencies, "cpu_s": time.process_time() - cpu}), flush=True)
     return 0
 
 
@@ -78,20 +79,48 @@ def start_driver(directory: Path, engine: str, threads: int | None) -> subproces
     return proc
 
 
-def run_clients(count: int, args: argparse.Namespace, env: dict[str, str]) -> list[list[float]]:
+def driver_cpu_s(pid: int) -> float:
+    """On-CPU seconds of every thread of the driver (schedstat)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass  # a thread that ended meanwhile
+    return total / 1e9
+
+
+def run_clients(count: int, args: argparse.Namespace, env: dict[str, str],
+                driver_pid: int) -> tuple[list[list[float]], float, float]:
+    """Each client's latencies, the clients' CPU seconds and the driver's over the timed
+    window."""
     start_at = time.time() + 3.0 + 0.5 * count  # after every client compiled and warmed up
     procs = [subprocess.Popen(
         [sys.executable, __file__, "--client", "--seconds", str(args.seconds), "--start-at",
          str(start_at), "--family", args.family, "--size", str(args.size)],
         stdout=subprocess.PIPE, text=True, env=env) for _ in range(count)]
-    results = []
+    window: list[float] = []
+
+    def sample() -> None:  # the driver's CPU over the clients' timed loops
+        time.sleep(max(0.0, start_at - time.time()))
+        window.append(driver_cpu_s(driver_pid))
+        time.sleep(args.seconds)
+        window.append(driver_cpu_s(driver_pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    results, cpu = [], 0.0
     for proc in procs:
         out, _ = proc.communicate(timeout=args.seconds + 120)
         lines = out.strip().splitlines()
         if proc.returncode != 0 or lines[0] != "ready" or time.time() > start_at + args.seconds + 60:
             sys.exit(f"a client failed: {out[-500:]}")
-        results.append(json.loads(lines[-1]))
-    return results
+        result = json.loads(lines[-1])
+        results.append(result["latencies"])
+        cpu += result["cpu_s"]
+    sampler.join(args.seconds + 60)
+    return results, cpu, window[1] - window[0] if len(window) == 2 else float("nan")
 
 
 @dataclass
@@ -101,6 +130,8 @@ class CountRow:
     median_p99_s: float  # the median client's p99 latency
     worst_p99_s: float
     client0_median_s: float
+    client_cpu_s: float = 0.0  # the clients' CPU time a run (all of them together)
+    driver_cpu_s: float = 0.0  # the driver's CPU time a run
 
 
 @dataclass
@@ -231,11 +262,13 @@ def main() -> int:
             for _ in range(max(1, args.rounds)):
                 rows = []
                 for count in counts:
-                    latencies = run_clients(count, args, env)
+                    latencies, client_cpu, driver_cpu = run_clients(count, args, env,
+                                                                    driver.pid)
                     runs = sum(len(c) for c in latencies)
                     p99s = sorted(float(np.percentile(c, 99)) for c in latencies)
                     rows.append(CountRow(count, runs / args.seconds, statistics.median(p99s),
-                                         p99s[-1], statistics.median(latencies[0])))
+                                         p99s[-1], statistics.median(latencies[0]),
+                                         client_cpu / runs, driver_cpu / runs))
                 per_round.append(rows)
                 if model is not None:
                     ceilings.append(onnxruntime_ceiling(*model, args.seconds))
@@ -244,17 +277,19 @@ def main() -> int:
             driver.wait(30)
     rows = [CountRow(count, *(statistics.median(getattr(r[i], f) for r in per_round)
                               for f in ("runs_per_s", "median_p99_s", "worst_p99_s",
-                                        "client0_median_s")))
+                                        "client0_median_s", "client_cpu_s", "driver_cpu_s")))
             for i, count in enumerate(counts)]
     base = rows[0].runs_per_s
     print(f"{args.family} {args.size}x{args.size}, engine {args.engine}, threads "
           f"{args.threads or 'default'}, {args.seconds:g} s per count, {len(per_round)} "
           f"round(s) (medians), {os.cpu_count()} CPUs")
-    print("clients  runs/s   vs 1   median p99 ms  worst p99 ms  worst/median  client 0 median ms")
+    print("clients  runs/s   vs 1   median p99 ms  worst p99 ms  worst/median  client 0 median ms"
+          "  CPU µs a run: clients  driver")
     for row in rows:
         print(f"{row.clients:7d}  {row.runs_per_s:7.0f}  {row.runs_per_s / base:4.2f}x  "
               f"{row.median_p99_s * 1e3:13.2f}  {row.worst_p99_s * 1e3:12.2f}  "
-              f"{row.worst_p99_s / row.median_p99_s:11.2f}x  {row.client0_median_s * 1e3:10.2f}")
+              f"{row.worst_p99_s / row.median_p99_s:11.2f}x  {row.client0_median_s * 1e3:10.2f}"
+              f"  {row.client_cpu_s * 1e6:21.0f}  {row.driver_cpu_s * 1e6:6.0f}")
     figures = {"model": f"{args.family} {args.size}", "seconds": args.seconds,
                "counts": [vars(row) for row in rows]}
     if model is None:

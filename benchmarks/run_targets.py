@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 CPU_TARGET_US = 30.0
 SUB_MS_EXTRA_MS, SPREAD = 0.1, 1.5
 LARGE_RATIO, PLAN_RATIO = 1.1, 1.05
-CLIENTS_SHARE = {96: 0.9, 32: 0.8}  # clients.py --size: the ~1 ms and the ~0.3 ms model
+CLIENTS_SHARE = {96: 0.9, 48: 0.8}  # clients.py --size: the ~1 ms and the ~0.3 ms model
 
 
 def run_script(name: str, *args: str, timeout: float = 1800) -> None:
