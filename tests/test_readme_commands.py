@@ -31,14 +31,14 @@ REAL_RUN_TIMEOUT = 120  # s, a command run for real (an embedded driver starts a
 NOT_RUN_FOR_REAL = {
     "./dev test": "the test suite itself (this file is part of it)",
     "nnrt status --watch": "needs drivers to watch, and runs until Ctrl-C: "
-                           "tests/test_users_status.py runs it under a driver and sends SIGINT",
+                           "tests/cli/test_status_view.py runs it under a driver and sends SIGINT",
     "nnrt status --wide": "needs a device manager or drivers in the runtime dir: "
-                          "tests/test_users_status.py",
-    "nnrt devices": "needs drivers in the runtime dir: tests/test_cli.py",
+                          "tests/cli/test_status_view.py",
+    "nnrt devices": "needs drivers in the runtime dir: tests/cli/test_devices_and_status.py",
     "nnrt conformance --driver template": "certifies the template driver (~5 s): "
                                           "tests/test_template_driver.py runs it --quick",
     "nnrt demo --recovery": "a device manager, two drivers and a warm spare, ~10-30 s: "
-                            "tests/test_users_demo.py runs it and checks every scenario",
+                            "tests/cli/test_demo_recovery.py runs it and checks every scenario",
 }
 
 

@@ -18,7 +18,7 @@ from nnrt.client.commands import common
 from nnrt.client.commands.bench import ProgressBar
 from nnrt.client.commands.completion import bash_script, paths
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("text, seconds", [

@@ -20,7 +20,7 @@ import pytest
 from nnrt.client.commands.demo import SCENARIOS, recovery_config
 from nnrt.devmgr.config import load_config, parse_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BOUND = 120  # s: the demo takes ~10 s on an idle machine, its own deadline is 90 s
 
 

@@ -28,7 +28,7 @@ from nnrt.client.commands.common import EXIT_CODES, probe_driver
 from tests.conftest import start_driver, wait_until
 from tests.helpers.cli import SOURCE_NAMES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ("demo", "devmgr", "devices", "status", "run", "bench", "compile", "convert")
 BOUND = 60  # s, a bound on every process a test waits for
 

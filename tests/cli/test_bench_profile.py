@@ -20,7 +20,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from tests.conftest import start_driver
 from tests.helpers.cli import nnrt
 from tests.helpers.hdi_models import mlp as hdi_mlp
-from tests.test_cli_run_bench import build_mlp
+from tests.cli.test_run_and_bench import build_mlp
 
 PROFILE_RUNS = 4
 
