@@ -373,15 +373,18 @@ _FAILED = pb.RunReply(returnCode=NNRT_FAILED).SerializeToString()
 # QUICK_RUN_S (the hand-off to a worker would cost more), or, while its session is the only
 # one active (no other session's packet within SOLO_S), less than SOLO_RUN_S: then nobody
 # else waits, and running it here spares the worker's wake-up and lets the thread poll for
-# that client's next Run. Afterwards it polls for the next packet for up to
+# that client's next Run. Afterwards it may poll for the next packet for up to
 # `ChannelPolicy.spin_s` (--spin-us) before it sleeps (SessionChannelServer._spin), when that
-# session is alone and its last gap between reply and next Run fitted. The reply to a quick
-# run of a session alone carries REPLY_POLL, whatever the gap: the client polls for the next
-# one (while one side sleeps, each wake-up outlasts the other's window; a client that polls
-# has the driver polling again from its next run on).
+# session is alone and its last gap between reply and next Run fitted; by default it does not
+# (issue 32, benchmarks/run_cost.py): with neither side polling the kernel runs a client and
+# the driver on one CPU and a tiny Run costs ~45 µs of CPU in all, no other CPU woken; a
+# polling driver holds the other CPU, keeps the pair apart and its CPU time equals the whole
+# round trip's (56 µs a run measured, beside the client's). The reply to a quick run of a
+# session alone carries REPLY_POLL, whatever the gap: a client configured to poll polls for
+# the next one (NNRT_CLIENT_SPIN_US).
 QUICK_RUN_S = 200e-6
 SOLO_RUN_S = 0.005
-SPIN_S = 150e-6
+SPIN_S = 0.0
 MAX_SPIN_US = 10_000
 SOLO_S = 0.002
 DEFAULT_MAX_RUNS_PER_SESSION = 64  # Runs of one session in flight; beyond: NNRT_DEVICE_BUSY

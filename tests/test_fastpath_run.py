@@ -226,3 +226,63 @@ def test_stop_waits_for_the_runs_in_flight(tmp_path):
     finally:
         release.set()
         client.close()
+
+
+def _quick_channel(tmp_path, policy: sessions.ChannelPolicy):
+    """An in-process session channel whose every Run is quick and known (answered on the
+    channel's own thread), and a connected client socket past the greeting."""
+    registry = sessions.SessionRegistry()
+    server = sessions.SessionChannelServer(
+        tmp_path / "q.session", registry, lambda *a: pb.RunReply().SerializeToString(),
+        workers=2, policy=policy, estimate=lambda session, payload: 1e-5)
+    server.start()
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    client.settimeout(5)
+    client.connect(str(tmp_path / "q.session"))
+    client.recv(4096)  # the greeting
+    return server, client
+
+
+@pytest.mark.parametrize("spin_s, polls", [(None, False), (150e-6, True)])
+def test_the_driver_polls_for_the_next_run_only_when_told(tmp_path, monkeypatch, spin_s,
+                                                          polls):
+    """By default (--spin-us 0 now) the channel's thread sleeps after a quick run of a lone
+    client; with a window set it polls for that client's next Run, back to back."""
+    calls = []
+    real = sessions.SessionChannelServer._spin
+    monkeypatch.setattr(sessions.SessionChannelServer, "_spin",
+                        lambda self: calls.append(1) or real(self))
+    policy = sessions.ChannelPolicy() if spin_s is None else sessions.ChannelPolicy(
+        spin_s=spin_s)
+    server, client = _quick_channel(tmp_path, policy)
+    try:
+        for seq in range(1, 200):
+            client.send(b"R" + sessions.channel.RUN_REQUEST.pack(seq, 0, 5) + b"\x08\x01")
+            assert client.recv(4096)[:9] == b"R" + seq.to_bytes(8, "little")
+        assert bool(calls) == polls
+    finally:
+        client.close()
+        server.stop(grace=1)
+
+
+def test_an_opted_in_polling_driver_still_sleeps_once_the_client_stops(runtime_dir,
+                                                                      monkeypatch):
+    """--spin-us and NNRT_CLIENT_SPIN_US set: both sides poll while runs come back to back,
+    and the driver takes no CPU once the client stops."""
+    from tests.test_session_reader import _cpu_seconds
+
+    monkeypatch.setenv(core_driver.SPIN_ENV, "500")
+    driver = start_driver(runtime_dir, "cpu", "--spin-us", "150")
+    try:
+        with driver.client() as client:
+            model_id, x, y = _prepared(client)
+            for _ in range(300):
+                assert client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=10).returnCode \
+                    == NNRT_SUCCESS
+            time.sleep(0.1)
+            before = _cpu_seconds(driver.pid)
+            time.sleep(1.0)
+            assert _cpu_seconds(driver.pid) - before < 0.1  # asleep, not polling
+            x.close(), y.close()
+    finally:
+        assert driver.stop() == 0
