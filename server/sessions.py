@@ -571,7 +571,10 @@ class _Connection:
                 return
             if not self._queue:  # keep the order: nothing may overtake a queued packet
                 try:
-                    channel.send_packet(self.sock, data, fds)
+                    if fds:
+                        channel.send_packet(self.sock, data, fds)
+                    else:  # a Run reply: no ancillary data to build
+                        self.sock.send(data)
                 except BlockingIOError:
                     pass
                 except BaseException as exc:
@@ -582,7 +585,8 @@ class _Connection:
                         return
                     raise
                 else:
-                    channel.close_fds(fds)
+                    if fds:
+                        channel.close_fds(fds)
                     return
             if (len(self._queue) >= self.policy.max_queued_packets
                     or self._queued_bytes + len(data) > self.policy.max_queued_bytes
