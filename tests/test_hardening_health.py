@@ -1,8 +1,8 @@
 """Health with meaning and a device manager that supervises for real (issue 14, item 7).
 
 A driver says NOT_SERVING when its session channel is down or wedged (never for a run that
-takes long: issue 25, tests/test_trust_ops.py); the device manager's shipped probe settings
-find a wedge within 5 s and restart the driver; drivers die with their device manager, a
+takes long: issue 25, tests/server/security/test_operation_abuse.py); the device manager's
+shipped probe settings find a wedge within 5 s and restart the driver; drivers die with their device manager, a
 new one takes over their leftovers;
 `failed` is retried after a cool-down, backoff resets after healthy uptime, and the status
 never shows `ready` without a live process."""

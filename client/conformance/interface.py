@@ -1,6 +1,6 @@
 """Section `interface`: every INnrtDevice and IPreparedModel method answers, and malformed
 models, runs, buffers and caches get the spec's codes (hdi.md 3, 4, 11; the checks of
-tests/test_model_validation.py, tests/test_run_validation.py, tests/test_hardening_*.py).
+tests/server/test_model_validation.py, tests/server/test_run_validation.py, tests/server/security/).
 The host validates all of these before the device sees them, so every driver on our host
 passes; a driver that bypasses the host would not."""
 
@@ -65,7 +65,7 @@ def _device_methods(ctx: Context) -> None:
         out.detail = f"ADD_FUSION: {reply.ops[0]}"
 
 
-# (name, mutation of the add model, code): hdi.md 3.10 and tests/test_model_validation.py
+# (name, mutation of the add model, code): hdi.md 3.10 and tests/server/test_model_validation.py
 def _set(**fields) -> Callable[[mt.Model], None]:
     def mutate(model: mt.Model) -> None:
         for name, value in fields.items():

@@ -4,7 +4,7 @@ Preparing creates every kernel (validation and planning), fixes the order of the
 pre-binds the constants, works out after which step each intermediate can be dropped, and,
 when no input dimension is dynamic, infers every shape once and checks it against the
 declared tensor dims. A run then only walks the steps. Making the plan is linear in the
-graph (tests/test_hardening_budgets.py measures it).
+graph (tests/server/test_budgets.py measures it).
 
 The memory a run will write (hdi/reference/graph_checks.py, `run_memory`) is checked against the
 model memory limit at prepare when the input shapes are static, else at each run for its

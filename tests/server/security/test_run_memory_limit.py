@@ -31,7 +31,7 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.device import PrepareConfig
 from nnrt.hdi.graph import DYNAMIC
 from tests.conftest import start_driver, wait_until
-from tests.test_hardening_budgets import local_graph
+from tests.server.test_budgets import local_graph
 
 MIB = 1 << 20
 LIMIT_MB = 8

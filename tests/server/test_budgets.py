@@ -35,7 +35,8 @@ from tests.conftest import memfd_mappings, open_fds, start_driver, wait_until
 MIB = 1 << 20
 TIMEOUT = 10.0
 # One uid may take the whole driver here: these tests are about the session's and the
-# driver's budgets; the uid's share (half by default) is tests/test_trust_sessions.py's.
+# driver's budgets; the uid's share (half by default) is
+# tests/server/security/test_crafted_packets_and_user_shares.py's.
 BUDGETS = ("--max-driver-memory-mb", "6", "--max-session-memory-mb", "4",
            "--max-uid-memory-mb", "6", "--max-model-memory-mb", "2")
 F32 = ht.DATA_TYPE_FLOAT32
