@@ -173,7 +173,7 @@ def runtime(cpu_runtime: Path, monkeypatch) -> Iterator[Path]:
 
 @pytest.fixture
 def devmgrs():
-    """Device managers started by a test (tests/devmgr_util.start_devmgr); everything they
+    """Device managers started by a test (tests/devmgr/util.start_devmgr); everything they
     ran is gone after it."""
     started = []
     yield started

@@ -14,7 +14,7 @@ import pytest
 from nnrt.client import cli
 from nnrt.client.commands.status import format_run_queue
 from nnrt.client.core.device import DeviceRegistry
-from tests.devmgr_util import WAIT, config_text, processes_using, start_devmgr
+from tests.devmgr.util import WAIT, config_text, processes_using, start_devmgr
 
 DEVICE_KEYS = {"id", "name", "driver", "kind", "device_name", "vendor", "type", "status",
                "hdi_version", "pid", "uptime_seconds", "restarts", "managed", "details"}

@@ -19,7 +19,7 @@ from nnrt.common.faults import PLAIN_FIELDS
 from nnrt.common.runtime_dir import grpc_socket
 
 from tests.conftest import health_status, start_driver
-from tests.devmgr_util import config_text, pid_alive, processes_using, start_devmgr
+from tests.devmgr.util import config_text, pid_alive, processes_using, start_devmgr
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.devmgr_util import processes_using
+from tests.devmgr.util import processes_using
 
 APP = textwrap.dedent("""
     import numpy as np

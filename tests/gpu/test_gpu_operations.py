@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nnrt.devmgr.config import load_config, parse_config
-from tests.devmgr_util import config_text, start_devmgr
+from tests.devmgr.util import config_text, start_devmgr
 
 DEPLOY = Path(__file__).resolve().parent.parent.parent / "deploy"
 

@@ -8,7 +8,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.devmgr_util import WAIT
+from tests.devmgr.util import WAIT
 
 
 def scrape(port: int) -> dict[tuple[str, frozenset], float]:

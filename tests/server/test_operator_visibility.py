@@ -21,7 +21,7 @@ from nnrt.devmgr.config import ConfigError, parse_config
 from nnrt.common.runtime_dir import lock_holder, lock_path
 
 from tests.conftest import start_driver
-from tests.devmgr_util import WAIT, config_text, processes_using, start_devmgr
+from tests.devmgr.util import WAIT, config_text, processes_using, start_devmgr
 from tests.helpers.metrics import metrics_port, scrape, value
 
 MIB = 1 << 20

@@ -42,7 +42,7 @@ from nnrt.protos import admin_pb2, admin_pb2_grpc
 from nnrt.devmgr.config import ConfigError, parse_config
 
 from tests.conftest import health_status, start_driver, wait_until
-from tests.devmgr_util import FAST_CONFIG, Devmgr, pid_alive, start_devmgr
+from tests.devmgr.util import FAST_CONFIG, Devmgr, pid_alive, start_devmgr
 from tests.helpers.admin import set_faults
 from tests.helpers.hdi_models import add_model, io
 

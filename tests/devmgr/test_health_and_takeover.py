@@ -28,13 +28,14 @@ from nnrt.server.sessions import SessionChannelServer
 from nnrt.server.stats import RunStats
 
 from tests.conftest import health_status, start_driver, wait_until
-from tests.devmgr_util import pid_alive, processes_using, start_devmgr
+from tests.devmgr.util import pid_alive, processes_using, start_devmgr
 from tests.helpers.admin import set_faults
 from tests.helpers.hdi_models import add_model, io
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-DEPLOY_CONFIG = os.path.join(os.path.dirname(__file__), "..", "deploy", "devmgr.toml")
+DEPLOY_CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "deploy",
+                             "devmgr.toml")
 
 
 def _wait_health(path, wanted: int, timeout: float) -> float | None:

@@ -21,7 +21,7 @@ from nnrt.client import capi
 from tests.capi.util_capi import W, add_model
 from tests.capi.util_executor import Callbacks, array, make_executor, tensor, use_runtime
 from tests.conftest import memfd_mappings, wait_until
-from tests.devmgr_util import config_text, processes_using, start_devmgr
+from tests.devmgr.util import config_text, processes_using, start_devmgr
 
 TOTAL_RUNS = 500
 IN_FLIGHT = 8

@@ -21,7 +21,7 @@ from nnrt.devmgr.config import (ConfigError, DriverSpec, RestartPolicy, Settings
 from nnrt.common.devmgr_ctl import ctl_path, request
 from nnrt.common.runtime_dir import driver_names, grpc_socket, session_socket
 from tests.conftest import health_status, start_driver, wait_until
-from tests.devmgr_util import (FAST_CONFIG, WAIT, NotifyListener, config_text, pid_alive,
+from tests.devmgr.util import (FAST_CONFIG, WAIT, NotifyListener, config_text, pid_alive,
                                processes_using, start_devmgr)
 
 SERVING = health_pb2.HealthCheckResponse.SERVING

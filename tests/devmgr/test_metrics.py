@@ -17,7 +17,7 @@ from nnrt.client.core.driver import DriverClient
 from nnrt.common import devmgr_cli
 from nnrt.common.errors import NNRT_SUCCESS
 from nnrt.server.stats import LATENCY_BUCKETS, RunStats
-from tests.devmgr_util import WAIT, config_text, start_devmgr
+from tests.devmgr.util import WAIT, config_text, start_devmgr
 from tests.helpers.hdi_models import add_model, io
 from tests.helpers.metrics import metrics_port, scrape, value
 
