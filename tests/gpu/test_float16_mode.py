@@ -3,8 +3,8 @@
 
 Each kernel family runs a float16 node on the GPU and is compared with the CPU reference's
 float32 result on the same (float16) values, rounded to float16 once: the tolerance of the
-CPU's float16 tests (tests/test_float16_mode.check: at most one float16 ulp, and equal
-nearly everywhere). The LSTM feeds its rounded h back at every step (its outputs are float16
+CPU's float16 tests (tests/hdi/reference/test_float16_mode.check: at most one float16 ulp,
+and equal nearly everywhere). The LSTM feeds its rounded h back at every step (its outputs are float16
 tensors; the CPU keeps its states in float32 from step to step), so it is held to float16's
 resolution of its output range instead. Then the model families of `nnrt.client.zoo` run
 in float16 mode through the device (the graph rewrite, float32 on the wire) against float32
@@ -27,7 +27,7 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.device import PrepareConfig
 from tests.gpu.util import NEVER, graph_of, node_graph, run_cpu, run_gpu
 from tests.kernels.util import Const, make_node
-from tests.test_float16_mode import ulps
+from tests.hdi.reference.test_float16_mode import ulps
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 RELU = ht.ACTIVATION_TYPE_RELU

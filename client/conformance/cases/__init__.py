@@ -1,5 +1,5 @@
 """Generated one-node cases, per node type: small inputs, attributes and constants that the
-reference engine accepts, as the kernel tests (tests/kernels) build them.
+reference engine accepts, as the kernel tests (tests/hdi/reference/ops) build them.
 
 A `Case` is one node with its operands: run-time inputs (fed at Run) and constants (sent in
 the model). Each generator takes a seeded `numpy.random.Generator` and returns its cases,

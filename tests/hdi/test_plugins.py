@@ -23,7 +23,7 @@ from nnrt.common.errors import NNRT_SUCCESS
 from nnrt.devmgr.config import ConfigError, parse_config
 from tests.conftest import start_driver
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60
 
 # A plugin module of the kinds a vendor could get wrong, and one right.
