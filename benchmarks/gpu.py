@@ -9,9 +9,9 @@ the client is the Pythonic API (`nnrt.client.api`, on the C API). For each model
 the outputs are compared first (allclose; float16 mode within 2e-2 of the output's scale),
 then rounds alternate between the three, and the median latency of every call is printed
 with the ratios CPU / GPU and GPU float32 / GPU float16. Then the int8 models of
-tests/ort/int8_models.py (an MLP, a ResNet-style and a MobileNet-style CNN, QUANT_TYPE_ALL
-with per-channel weights) at benchmark sizes, the CPU's numpy engine against the GPU's
-integer kernels, planned in this process (no IPC in either figure), with the largest
+tests/drivers/cpu/ort/int8_models.py (an MLP, a ResNet-style and a MobileNet-style CNN,
+QUANT_TYPE_ALL with per-channel weights) at benchmark sizes, the CPU's numpy engine against
+the GPU's integer kernels, planned in this process (no IPC in either figure), with the largest
 difference between their outputs in quantisation steps: each node is within one step (the
 tests hold every kernel to that, and to an exact int64 reference), but a deep model's
 one-step differences propagate, so the numpy engine's float32 sums drift a few steps from
@@ -47,7 +47,7 @@ from nnrt.client import zoo
 from nnrt.client.api import Compiled
 from nnrt.client.core.driver import DriverClient, DriverGone
 from nnrt.common.runtime_dir import ENV as RUNTIME_ENV
-from tests.ort import int8_models
+from tests.drivers.cpu.ort import int8_models
 
 # Sizes of the benchmark models (the zoo's defaults are test sizes).
 SIZES = {
@@ -148,7 +148,7 @@ def prepare_times(model_name: str, gpu: Driver) -> tuple[float, float]:
     return from_graph, time.perf_counter() - start
 
 
-# The int8 models (tests/ort/int8_models.py) at benchmark sizes, per batch.
+# The int8 models (tests/drivers/cpu/ort/int8_models.py) at benchmark sizes, per batch.
 INT8_MODELS = {
     "mlp": lambda batch: int8_models.mlp(batch=batch, width=512),
     "resnet": lambda batch: int8_models.resnet(batch=batch, size=32, c=64),
@@ -210,7 +210,7 @@ def zero_copy_latencies(cl_device: str, calls: int) -> tuple[float, float, bool]
     from nnrt.protos import hdi_types_pb2 as ht
     from nnrt.protos import node_attrs_pb2 as na
     from nnrt.server.buffers import SharedRegion
-    from tests.gpu.util import graph_of
+    from tests.drivers.gpu.util import graph_of
 
     n = ZERO_COPY_MIB << 18  # float32 elements
     b = HdiModelBuilder("relu")

@@ -233,15 +233,16 @@ def wait_until(predicate, timeout: float, interval: float = 0.02) -> bool:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    """How many operator test cases the differential suites compared (tests/gpu, tests/ort)."""
-    from tests.gpu import differential
+    """How many operator test cases the differential suites compared (tests/drivers/gpu,
+    tests/drivers/cpu/ort)."""
+    from tests.drivers.gpu import differential
 
     if differential.compared or differential.refused:
         terminalreporter.write_line(
             f"GPU differential: {sum(differential.compared.values())} operator test cases "
             f"compared with the CPU driver over {len(differential.compared)} node types; "
             f"{sum(differential.refused.values())} cases of nodes the GPU refuses")
-    from tests.ort import differential as ort_differential
+    from tests.drivers.cpu.ort import differential as ort_differential
 
     if ort_differential.compared or ort_differential.kept_on_numpy:
         terminalreporter.write_line(

@@ -36,7 +36,8 @@ NOT_RUN_FOR_REAL = {
                           "tests/cli/test_status_view.py",
     "nnrt devices": "needs drivers in the runtime dir: tests/cli/test_devices_and_status.py",
     "nnrt conformance --driver template": "certifies the template driver (~5 s): "
-                                          "tests/test_template_driver.py runs it --quick",
+                                          "tests/drivers/template/test_template_driver.py runs "
+                                          "it --quick",
     "nnrt demo --recovery": "a device manager, two drivers and a warm spare, ~10-30 s: "
                             "tests/cli/test_demo_recovery.py runs it and checks every scenario",
 }

@@ -21,8 +21,8 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.dtypes import hdi_data_type
 from nnrt.common.errors import DriverError
 from nnrt.hdi.graph import DYNAMIC, Graph, NodeSpec, QuantParam, TensorSpec
-from tests.gpu.differential import compare_on_gpu
-from tests.ort.differential import compare_on_ort
+from tests.drivers.gpu.differential import compare_on_gpu
+from tests.drivers.cpu.ort.differential import compare_on_ort
 
 NNRT_INVALID_NODE = ht.NNRT_INVALID_NODE  # 19
 NNRT_UNSUPPORTED_OP = ht.NNRT_UNSUPPORTED_OP  # 33
@@ -138,8 +138,8 @@ def run_node(node: NodeSpec, arrays: Sequence[np.ndarray],
              kernel: Kernel | None = None) -> list[np.ndarray]:
     """Plan (unless given a kernel), infer, execute; check dtypes and inferred shapes; and
     where the GPU driver accepts the node, run it there too and compare (the differential
-    suite of the GPU driver over every kernel test case: tests/gpu/differential.py), and
-    likewise on the CPU driver's onnxruntime engine (tests/ort/differential.py)."""
+    suite of the GPU driver over every kernel test case: tests/drivers/gpu/differential.py), and
+    likewise on the CPU driver's onnxruntime engine (tests/drivers/cpu/ort/differential.py)."""
     kernel = create_kernel(node) if kernel is None else kernel
     arrays = [readonly(a) for a in arrays]
     shapes = kernel.infer_shapes([a.shape for a in arrays])

@@ -17,7 +17,8 @@ The driver keeps u8s8 — our `unsigned_activations` rewrite and onnxruntime's o
 s8→u8 conversion — only where it is exact, and s8s8 elsewhere: no unsigned rewrite, and
 `session.qdqisint8allowed` so that onnxruntime fuses the int8 QDQ pairs as they are.
 `--int8-kernels` / `$NNRT_ORT_INT8_KERNELS` force a form (the test suite runs both on
-every machine, and the default on an emulated CPU without VNNI: tests/ort/test_int8_kernels.py).
+every machine, and the default on an emulated CPU without VNNI:
+tests/drivers/cpu/ort/test_int8_kernels.py).
 
 What is detected is also checked, once per process: a full-range int8 product in the
 chosen form against int64 arithmetic (`inexact`); a form that fails it gives way to the

@@ -11,7 +11,7 @@ DequantizeLinear, so that onnxruntime still sees a quantised weight).
 One difference is accepted: onnxruntime's fused int8 kernels accumulate in int32 and
 requantize once, where our reference dequantizes to float32 first; the rounding of the
 float32 sum can land on the other side of a .5 boundary, so an output may differ by one
-quantisation step (tests/ort/differential.py allows that for quantised outputs, and only
+quantisation step (tests/drivers/cpu/ort/differential.py allows that for quantised outputs, and only
 that).
 """
 

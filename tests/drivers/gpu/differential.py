@@ -34,7 +34,7 @@ def compare_on_gpu(node: NodeSpec, arrays: Sequence[np.ndarray],
                    cpu_outputs: Sequence[np.ndarray]) -> None:
     if not ENABLED:
         return
-    from tests.gpu.util import assert_close, node_graph, run_gpu
+    from tests.drivers.gpu.util import assert_close, node_graph, run_gpu
 
     name = node_type_name(node.node_type)
     try:

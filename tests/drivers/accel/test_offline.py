@@ -38,7 +38,7 @@ from tests.capi.util_capi import use_runtime
 from tests.client.capi.util_compilation import offline_model_bytes, start_feature_driver
 from tests.conftest import start_driver
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 ALL = ht.QUANT_TYPE_ALL
 OH_F32, OH_I8 = capi.OH_NN_FLOAT32, capi.OH_NN_INT8
 RNG = np.random.default_rng(11)

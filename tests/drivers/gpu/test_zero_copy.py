@@ -20,7 +20,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server.buffers import SharedRegion
 from tests.conftest import admin_details, start_driver
-from tests.gpu.util import NEVER, graph_of, runtime
+from tests.drivers.gpu.util import NEVER, graph_of, runtime
 from tests.helpers.hdi_models import f32, mlp
 
 BATCH, SIZES = 4, (64, 32, 8)

@@ -13,7 +13,7 @@ import pytest
 from nnrt.devmgr.config import load_config, parse_config
 from tests.devmgr.util import config_text, start_devmgr
 
-DEPLOY = Path(__file__).resolve().parent.parent.parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 
 
 def test_the_shipped_gpu_configuration_parses():

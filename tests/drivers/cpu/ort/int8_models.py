@@ -7,9 +7,9 @@ an int8 input quantised inside the model (a float input through QuantDTypeCast).
 `exact_deep_cnn` is an independent reference for the deepest one: integer arithmetic in
 int64 (im2col, one matrix product per layer), requantised in float64 as semantics.md says.
 
-Also a script: `python -m tests.ort.int8_models` prints, for each model, the largest
+Also a script: `python -m tests.drivers.cpu.ort.int8_models` prints, for each model, the largest
 difference in quantisation steps between the onnxruntime engine and the numpy kernels
-(JSON), so that tests/ort/test_int8_kernels.py can run it on an emulated CPU."""
+(JSON), so that tests/drivers/cpu/ort/test_int8_kernels.py can run it on an emulated CPU."""
 
 from __future__ import annotations
 

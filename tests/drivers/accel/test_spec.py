@@ -23,7 +23,7 @@ from nnrt.drivers.accel.spec import (
 )
 from nnrt.protos import hdi_types_pb2 as ht
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEPLOYED = REPO / "deploy" / "npu-sim.toml"
 
 SCALAR_KEYS = ["name", "int8_macs_per_second", "fp16_macs_per_second",

@@ -25,11 +25,11 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.errors import (NNRT_INVALID_MODEL_CACHE, NNRT_OUT_OF_MEMORY, NNRT_SUCCESS,
                                 NNRT_UNSUPPORTED_OP)
 from tests.conftest import admin_details, start_driver, wait_until
-from tests.gpu.util import graph_of
+from tests.drivers.gpu.util import graph_of
 from tests.helpers.hdi_models import f32, mlp
 from tests.helpers.model_cache import exported_blob, prepare_from
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 LOAD = ROOT / "benchmarks" / "_accel_load.py"
 sys.path.insert(0, str(LOAD.parent))
 from _accel_load import chain  # noqa: E402  (the load generator the benchmark uses too)
@@ -144,7 +144,7 @@ def _run_f32(session, model_id, x, out_shape):
 
 def _int8_models():
     """An int8 MLP and an int8 CNN (per-channel weights, int32 biases)."""
-    from tests.accel.int8_models import int8_cnn, int8_mlp
+    from tests.drivers.accel.int8_models import int8_cnn, int8_mlp
 
     return [int8_mlp(), int8_cnn()]
 

@@ -28,7 +28,7 @@ from tests.capi.util_capi import use_runtime
 from tests.conftest import RunningDriver, start_driver
 from tests.helpers.model_cache import exported_blob, prepare_from
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = ROOT / "examples" / "template-driver"
 INSTALL_TIMEOUT = 180
 COMMAND_TIMEOUT = 60

@@ -15,7 +15,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.graph import DYNAMIC, Graph, NodeSpec, TensorSpec
 from tests.kernels.util import randn, tensor_spec
-from tests.ort.differential import assert_agree, never, node_graph, run_on_ort
+from tests.drivers.cpu.ort.differential import assert_agree, never, node_graph, run_on_ort
 
 
 class Builder:

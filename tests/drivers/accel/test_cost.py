@@ -29,7 +29,7 @@ from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.graph import DYNAMIC, QuantParam
-from tests.gpu.util import graph_of, node_graph
+from tests.drivers.gpu.util import graph_of, node_graph
 from tests.kernels.util import Const, make_node, tensor_spec
 
 SPEC = load_spec(None)

@@ -1,7 +1,7 @@
 """The onnxruntime engine as a whole: partitioning, QDQ, the optimised-model cache, run_into,
 failures inside onnxruntime, the device's engine choice and what it reports, and the driver
 process's options. Operator by operator it is checked by the differential suite
-(tests/ort/differential.py, over every kernel test case)."""
+(tests/drivers/cpu/ort/differential.py, over every kernel test case)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from nnrt.hdi.graph import QuantParam
 from nnrt.common.dtypes import hdi_data_type
 from tests.conftest import admin_details, start_driver
 from tests.kernels.util import GraphBuilder, randn
-from tests.ort.differential import assert_agree
+from tests.drivers.cpu.ort.differential import assert_agree
 
 NEVER = lambda: False  # noqa: E731
 IDENTITY = CpuDevice.name + " test"
@@ -148,7 +148,7 @@ def test_a_quantised_input_reaches_onnxruntime_as_uint8_activations(keep_quantis
     becomes uint8 + 128 when only DequantizeLinear reads it (quantized.unsigned_activations):
     onnxruntime then fuses the convolution into QLinearConv (with an int8 tensor it left the
     convolution in float); an int8 tensor the segment gives out stays int8. Exact where u8s8
-    is (VNNI); the s8s8 form on every CPU: tests/ort/test_int8_kernels.py."""
+    is (VNNI); the s8s8 form on every CPU: tests/drivers/cpu/ort/test_int8_kernels.py."""
     import onnx
 
     from nnrt.drivers.cpu.ort import int8_kernels

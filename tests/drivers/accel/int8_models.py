@@ -1,6 +1,6 @@
 """Small int8 models (QUANT_TYPE_ALL, per-channel int8 weights, int32 biases) for comparing
 drivers bit for bit: (builder, int8 input, output shape), inputs NHWC as
-tests/test_quantized.run_int8 sends them."""
+tests/drivers/cpu/test_quantized.run_int8 sends them."""
 
 from __future__ import annotations
 

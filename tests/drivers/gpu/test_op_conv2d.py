@@ -15,7 +15,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.graph import DYNAMIC
 
-from tests.gpu.util import (
+from tests.drivers.gpu.util import (
     NEVER,
     assert_close,
     graph_of,

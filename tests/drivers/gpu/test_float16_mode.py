@@ -25,7 +25,7 @@ from nnrt.hdi.reference.graph_checks import reference_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.device import PrepareConfig
-from tests.gpu.util import NEVER, graph_of, node_graph, run_cpu, run_gpu
+from tests.drivers.gpu.util import NEVER, graph_of, node_graph, run_cpu, run_gpu
 from tests.kernels.util import Const, make_node
 from tests.hdi.reference.test_float16_mode import ulps
 

@@ -1,7 +1,7 @@
 """The data-movement lowerings (drivers/cpu/ort/ops/lower_reshape.py and its siblings) in
 graphs: chains that stay one onnxruntime segment, nodes that stay on numpy with their
 reason, and run-time failures that both engines report. Single nodes are compared over
-every kernel test case by tests/ort/differential.py."""
+every kernel test case by tests/drivers/cpu/ort/differential.py."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.errors import DriverError
 from nnrt.hdi.graph import DYNAMIC, Graph, NodeSpec, TensorSpec
 from tests.kernels.util import tensor_spec
-from tests.ort.differential import assert_agree, never, run_on_ort
+from tests.drivers.cpu.ort.differential import assert_agree, never, run_on_ort
 
 
 class Builder:

@@ -7,8 +7,8 @@ kernel against two references —
   requantisation, ties to even, saturation): equal value for value (PoCL has cl_khr_fp64).
 
 QuantDTypeCast is bit-exact with the CPU's float64 quantisation. Then the int8 models
-(tests/accel/int8_models.py, tests/ort/int8_models.py) on the GPU alone, and what the GPU
-refuses, with the code and the reason."""
+(tests/drivers/accel/int8_models.py, tests/drivers/cpu/ort/int8_models.py) on the GPU alone,
+and what the GPU refuses, with the code and the reason."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from nnrt.drivers.gpu.ops.op_quantized import QuantBinary, QuantConv2D
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.graph import QuantParam
-from tests.accel.int8_models import int8_cnn, int8_mlp
-from tests.gpu.util import graph_of, node_graph, run_cpu, run_gpu
+from tests.drivers.accel.int8_models import int8_cnn, int8_mlp
+from tests.drivers.gpu.util import graph_of, node_graph, run_cpu, run_gpu
 from tests.kernels.util import Const, make_node, tensor_spec
-from tests.ort import int8_models
+from tests.drivers.cpu.ort import int8_models
 
 ALL = ht.QUANT_TYPE_ALL
 RELU, RELU6 = ht.ACTIVATION_TYPE_RELU, ht.ACTIVATION_TYPE_RELU6

@@ -1,6 +1,6 @@
 """onnxruntime's int8 kernels: the form chosen per CPU (drivers/cpu/ort/int8_kernels.py) and
-the whole-model differential suite (tests/ort/int8_models.py) on every path — each form
-forced here, the default on an emulated CPU without VNNI (qemu-user), and through a driver
+the whole-model differential suite (tests/drivers/cpu/ort/int8_models.py) on every path —
+each form forced here, the default on an emulated CPU without VNNI (qemu-user), and through a driver
 process started with each `--int8-kernels`."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import pytest
 
 from nnrt.drivers.cpu.ort import int8_kernels
 from nnrt.drivers.cpu.ort.int8_kernels import Int8Form, Int8Kernels
-from tests.accel.int8_models import int8_cnn, int8_mlp
+from tests.drivers.accel.int8_models import int8_cnn, int8_mlp
 from tests.conftest import admin_details, start_driver
 from tests.helpers.hdi_models import run_int8
-from tests.ort import int8_models
+from tests.drivers.cpu.ort import int8_models
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 X86_64 = platform.machine().lower() in ("x86_64", "amd64")
 QEMU = shutil.which("qemu-x86_64")
 
@@ -182,9 +182,10 @@ def test_a_form_that_fails_its_check_gives_way(monkeypatch, caplog):
 
 
 def emulated_differential(form: str) -> dict:
-    """tests/ort/int8_models.py run under qemu-user on a Haswell (AVX2, no VNNI)."""
+    """tests/drivers/cpu/ort/int8_models.py run under qemu-user on a Haswell (AVX2, no VNNI)."""
     env = {**os.environ, int8_kernels.ENV: form}
-    done = subprocess.run([QEMU, "-cpu", "Haswell", sys.executable, "-m", "tests.ort.int8_models"],
+    done = subprocess.run([QEMU, "-cpu", "Haswell", sys.executable, "-m",
+                           "tests.drivers.cpu.ort.int8_models"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
