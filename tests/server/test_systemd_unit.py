@@ -14,7 +14,7 @@ import pytest
 from nnrt.server.sd_notify import Notifier, keep_watchdog
 from tests.conftest import start_driver
 from tests.devmgr.util import NotifyListener
-from tests.test_deploy import unit
+from tests.project.test_deploy import unit
 
 
 @pytest.mark.multiprocess

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "examples" / "template-driver" / "nnrt_template_driver"
 
 # What each top-level package may import (its own modules always).
@@ -176,7 +176,7 @@ def offence(found: Import) -> str | None:
             return f"a driver imports only nnrt.hdi, nnrt.common, nnrt.protos (not nnrt.{target})"
         return None
     if source not in ALLOWED:
-        return f"nnrt.{source} is not in the layer table of tests/test_layers.py: add it"
+        return f"nnrt.{source} is not in the layer table of tests/project/test_layers.py: add it"
     if target not in ALLOWED[source] | {source}:
         return (f"nnrt.{source} may import only "
                 f"{', '.join(f'nnrt.{p}' for p in sorted(ALLOWED[source]))} and itself "

@@ -17,7 +17,7 @@ import pytest
 from nnrt.devmgr.config import (DEFAULT_CONFIG_TEXT, SYSTEM_CONFIG, load_config,
                                        parse_config)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 UNITS = ("nnrt-devmgr.service", "nnrt-driver@.service")
 GPU_DROP_IN = DEPLOY / "nnrt-driver@gpu.service.d" / "gpu.conf"
