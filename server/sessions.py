@@ -571,10 +571,7 @@ class _Connection:
                 return
             if not self._queue:  # keep the order: nothing may overtake a queued packet
                 try:
-                    if fds:
-                        channel.send_packet(self.sock, data, fds)
-                    else:  # a Run reply: no ancillary data to build
-                        self.sock.send(data)
+                    channel.send_packet(self.sock, data, fds)
                 except BlockingIOError:
                     pass
                 except BaseException as exc:
@@ -585,8 +582,7 @@ class _Connection:
                         return
                     raise
                 else:
-                    if fds:
-                        channel.close_fds(fds)
+                    channel.close_fds(fds)
                     return
             if (len(self._queue) >= self.policy.max_queued_packets
                     or self._queued_bytes + len(data) > self.policy.max_queued_bytes
