@@ -165,7 +165,7 @@ def cpu_runtime(tmp_path_factory) -> Iterator[Path]:
 @pytest.fixture
 def runtime(cpu_runtime: Path, monkeypatch) -> Iterator[Path]:
     """cpu_runtime as the client's runtime directory (NNRT_RUNTIME_DIR) for one test."""
-    from tests.capi.util_capi import use_runtime
+    from tests.client.capi.util_capi import use_runtime
 
     with use_runtime(monkeypatch, cpu_runtime):
         yield cpu_runtime

@@ -19,7 +19,7 @@ from nnrt.client.capi import (
     OH_NN_TIMEOUT,
     OH_NNExecutor_GetInputCount,
 )
-from tests.capi.util_executor import use_runtime
+from tests.client.capi.util_executor import use_runtime
 from tests.conftest import in_threads, start_driver
 from tests.helpers.api_models import mlp_model
 

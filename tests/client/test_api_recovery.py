@@ -12,7 +12,7 @@ import pytest
 
 from nnrt.client import NNRtError
 from nnrt.client.capi import OH_NN_CONNECTION_EXCEPTION
-from tests.capi.util_executor import use_runtime
+from tests.client.capi.util_executor import use_runtime
 from tests.helpers.api_models import mlp_model
 from tests.conftest import start_driver, wait_until
 

@@ -24,7 +24,7 @@ from nnrt.client.core import embedded as embedded_module
 from nnrt.client.core.device import device_id_of
 from nnrt.protos import admin_pb2_grpc
 
-from tests.capi.util_capi import W, add_model, desc, use_runtime
+from tests.client.capi.util_capi import W, add_model, desc, use_runtime
 from tests.conftest import RunningDriver, start_driver, wait_until
 
 CPU_NAME = "nnrt-cpu_nnrt_v2_1"

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from nnrt.client import capi
-from tests.capi.util_capi import W, add_model
-from tests.capi.util_executor import Callbacks, array, make_executor, tensor, use_runtime
+from tests.client.capi.util_capi import W, add_model
+from tests.client.capi.util_executor import Callbacks, array, make_executor, tensor, use_runtime
 from tests.conftest import memfd_mappings, wait_until
 from tests.devmgr.util import config_text, processes_using, start_devmgr
 

@@ -31,7 +31,7 @@ from nnrt.devmgr.config import (
 )
 from nnrt.common.runtime_dir import grpc_socket, session_socket
 
-from tests.capi.util_executor import use_runtime
+from tests.client.capi.util_executor import use_runtime
 from tests.conftest import health_status, wait_until
 from tests.devmgr.util import pid_alive, processes_using, start_devmgr
 from tests.helpers.api_models import mlp_model

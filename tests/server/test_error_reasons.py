@@ -10,7 +10,7 @@ from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.errors import NNRT_SUCCESS
-from tests.capi.util_executor import use_runtime
+from tests.client.capi.util_executor import use_runtime
 from tests.helpers.hdi_models import add_model, io
 
 

@@ -183,7 +183,7 @@ def test_200_concurrent_clients_and_a_flood_a_well_behaved_client_never_fails(dr
         assert sum(r["ok"] for r in results) == total * RUNS_PER_SESSION, results
         # ... the flood capped: answered (served or busy), or the flooder dropped when it
         # fell behind reading its answers (on 2 busy cores its reader thread may: the
-        # bounded outgoing queue, tests/test_hardening_channel.py) ...
+        # bounded outgoing queue, tests/server/security/test_session_channel_attacks.py) ...
         codes = {int(k): v for k, v in flood["codes"].items()}
         assert set(codes) <= {NNRT_SUCCESS, NNRT_DEVICE_BUSY}, codes
         assert codes.get(NNRT_DEVICE_BUSY, 0) > 0, flood

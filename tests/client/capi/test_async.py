@@ -17,8 +17,8 @@ import pytest
 
 from nnrt.client import capi
 from nnrt.client.core import execution
-from tests.capi.util_capi import W, add_model
-from tests.capi.util_executor import Callbacks, array, make_executor, tensor, use_runtime
+from tests.client.capi.util_capi import W, add_model
+from tests.client.capi.util_executor import Callbacks, array, make_executor, tensor, use_runtime
 from tests.conftest import start_driver, wait_until
 
 OK = capi.OH_NN_SUCCESS

@@ -18,7 +18,7 @@ import nnrt.client.core.device as devices_module
 from nnrt.client import capi
 from nnrt.client.core import model_cache
 from nnrt.common.errors import NNRT_INVALID_MODEL
-from tests.capi.util_capi import W, add_model, use_runtime
+from tests.client.capi.util_capi import W, add_model, use_runtime
 from tests.client.capi.test_compilation_setup import (  # noqa: F401  (fixtures among them)
     BAD_COMPILATIONS,
     BARE_ID,

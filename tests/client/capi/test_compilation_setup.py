@@ -22,7 +22,7 @@ from nnrt.client import capi
 from nnrt.client.core import model_cache
 from nnrt.client.capi.compilation import OH_NNCompilation
 from nnrt.client.core.device import DeviceRegistry, device_id_of
-from tests.capi.util_capi import W, add_model
+from tests.client.capi.util_capi import W, add_model
 from tests.client.capi.util_compilation import (
     MAGIC,
     build,

@@ -11,8 +11,8 @@ from nnrt.client.core.prepared_model import DimRanges
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_DEVICE_ERROR
-from tests.capi.util_capi import W, add_model
-from tests.capi.util_executor import make_executor
+from tests.client.capi.util_capi import W, add_model
+from tests.client.capi.util_executor import make_executor
 
 OK = capi.OH_NN_SUCCESS
 INVALID = capi.OH_NN_INVALID_PARAMETER

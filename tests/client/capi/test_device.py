@@ -11,7 +11,7 @@ import pytest
 import nnrt.client.core.device as devices_module
 from nnrt.client import capi
 from nnrt.client.core.device import DeviceRegistry, device_id_of
-from tests.capi.util_capi import use_runtime
+from tests.client.capi.util_capi import use_runtime
 from tests.client.capi.util_compilation import feature_id, start_feature_drivers
 from tests.conftest import start_driver, wait_until
 

@@ -42,7 +42,7 @@ from nnrt.client.capi.tensor_desc import (
     OH_NNTensorDesc_Destroy,
     OH_NNTensorDesc_SetShape,
 )
-from tests.capi.util_capi import Graph, desc, u32
+from tests.client.capi.util_capi import Graph, desc, u32
 
 F32 = OH_NN_FLOAT32
 

@@ -33,8 +33,8 @@ from nnrt.client.core.device import registry
 from nnrt.client.core.driver import DriverGone
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.capi.conftest import run_lowered
-from tests.capi.util_capi import Graph, desc
+from tests.client.capi.conftest import run_lowered
+from tests.client.capi.util_capi import Graph, desc
 from tests.client.capi.test_model_building import BAD_MODELS, F32, add_graph, finished_add, quant
 from tests.conftest import in_threads
 

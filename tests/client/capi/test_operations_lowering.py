@@ -25,8 +25,8 @@ from nnrt.client.capi.operation_table import OPERATIONS, ParamSpec
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.protos.generate import oneof_member
-from tests.capi.conftest import HDI_TYPES
-from tests.capi.util_capi import Graph, u32
+from tests.client.capi.conftest import HDI_TYPES
+from tests.client.capi.util_capi import Graph, u32
 
 F32 = OH_NN_FLOAT32
 O = E.OH_NN_OperationType

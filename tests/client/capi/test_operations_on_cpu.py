@@ -16,8 +16,8 @@ from nnrt.client.capi.operation_table import OPERATIONS
 from nnrt.client.core.device import registry
 from nnrt.hdi.reference import ops as _cpu_ops  # noqa: F401  (registers the kernels)
 from nnrt.hdi.reference.kernel import KERNELS
-from tests.capi.conftest import run_lowered
-from tests.capi.util_capi import NP_TYPES, Graph
+from tests.client.capi.conftest import run_lowered
+from tests.client.capi.util_capi import NP_TYPES, Graph
 from tests.client.capi.test_operations_lowering import F32, O, op_id
 
 

@@ -25,8 +25,8 @@ import pytest
 from nnrt.client import capi
 from nnrt.client.capi.structs import OH_NN_Tensor
 from nnrt.client.core.driver import DriverGone
-from tests.capi.util_capi import W, add_model, desc
-from tests.capi.util_executor import (
+from tests.client.capi.util_capi import W, add_model, desc
+from tests.client.capi.util_executor import (
     Callbacks,
     array,
     compile_model,

@@ -20,7 +20,7 @@ from nnrt.client.capi.tensor import NN_Tensor, io_tensor
 from nnrt.client.core.device import DeviceRegistry, device_id_of
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_SUCCESS
-from tests.capi.util_capi import W, add_model, desc, use_runtime
+from tests.client.capi.util_capi import W, add_model, desc, use_runtime
 from tests.client.capi.util_compilation import build
 from tests.conftest import start_driver, wait_until
 

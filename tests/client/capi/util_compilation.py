@@ -38,7 +38,7 @@ from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import model_types_pb2 as mt
 from nnrt.protos import node_attrs_pb2 as na
-from tests.capi.util_capi import F32, W, Graph, desc
+from tests.client.capi.util_capi import F32, W, Graph, desc
 from tests.conftest import RunningDriver, health_status
 
 REPO = Path(__file__).resolve().parents[3]

@@ -14,7 +14,7 @@ import pytest
 from nnrt.client import Model
 from nnrt.client.core.errors import (NNRtError, OH_NN_INVALID_FILE, OH_NN_INVALID_PARAMETER,
                                      OH_NN_INVALID_PATH)
-from tests.capi.util_executor import use_runtime
+from tests.client.capi.util_executor import use_runtime
 from tests.conftest import start_driver, wait_until
 from tests.helpers.patched_driver import start_patched_driver
 

@@ -149,7 +149,7 @@ def test_status_shows_what_each_driver_holds_of_a_model_over_several_devices(
     """`nnrt status`: PREPARED per driver, and this process said once with its prepared
     models on each driver (the plan's partitions: two on the GPU, one on the CPU)."""
     from nnrt.client import cli
-    from tests.capi.util_executor import use_runtime
+    from tests.client.capi.util_executor import use_runtime
 
     with use_runtime(monkeypatch, runtime), Model.load(cast_mlp) as model, \
             model.compile(["gpu", "cpu"], failover=False) as compiled:

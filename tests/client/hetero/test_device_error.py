@@ -22,7 +22,7 @@ from nnrt.client.core.execution import Execution
 from nnrt.client.core.hetero import HeteroCompilation
 from nnrt.client.core.prepared_model import PreparedModel
 from nnrt.protos import hdi_types_pb2 as ht
-from tests.capi.util_executor import use_runtime
+from tests.client.capi.util_executor import use_runtime
 from tests.conftest import start_driver, wait_until
 from tests.helpers.admin import set_faults
 from tests.helpers.patched_driver import start_patched_driver

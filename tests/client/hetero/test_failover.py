@@ -15,7 +15,7 @@ import pytest
 
 from nnrt.client.core import execution
 from nnrt.client.core.errors import NNRtError, OH_NN_CONNECTION_EXCEPTION, OH_NN_SUCCESS
-from tests.capi.util_executor import use_runtime
+from tests.client.capi.util_executor import use_runtime
 from tests.conftest import start_driver, wait_until
 from tests.helpers.hetero_models import mlp
 

@@ -22,7 +22,7 @@ from nnrt.common.hdi_model import IODesc, HdiModelBuilder, LoweredModel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from tests.drivers.accel.int8_models import int8_cnn
-from tests.capi.util_executor import use_runtime
+from tests.client.capi.util_executor import use_runtime
 from tests.conftest import start_driver
 
 RNG = np.random.default_rng(26)

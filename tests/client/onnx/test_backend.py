@@ -38,7 +38,7 @@ from nnrt.client.onnx_refusals import (
     expected_refusal,
 )
 
-from tests.capi.util_capi import use_runtime
+from tests.client.capi.util_capi import use_runtime
 from tests.conftest import start_driver
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from nnrt.client.onnx_backend import NnrtBackend
 from nnrt.client.onnx_import import OnnxImportError, import_onnx
 
-from tests.capi.util_capi import use_runtime
+from tests.client.capi.util_capi import use_runtime
 from tests.conftest import start_driver
 from tests.client.onnx.test_backend import assert_similar
 

@@ -17,7 +17,7 @@ import pytest
 from nnrt.client import InferenceSession, NodeArg, SessionOptions
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.capi.util_capi import use_runtime
+from tests.client.capi.util_capi import use_runtime
 from tests.conftest import start_driver
 
 F = TensorProto.FLOAT

@@ -19,7 +19,7 @@ from nnrt.client import (DeviceNotFound, InferenceSession, IOBinding, RunCancell
                          SessionOptions, get_available_providers)
 from nnrt.client import io_binding as io_binding_module
 from nnrt.client import session as session_module
-from tests.capi.util_capi import use_runtime
+from tests.client.capi.util_capi import use_runtime
 from tests.conftest import start_driver
 from tests.client.onnx.test_inference_session import feeds, two_output_model
 

@@ -9,7 +9,7 @@ import pytest
 
 from nnrt.client import zoo
 from nnrt.client.api import NNRtError
-from tests.capi.util_capi import use_runtime
+from tests.client.capi.util_capi import use_runtime
 from tests.conftest import start_driver
 
 

@@ -30,7 +30,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.graph import DYNAMIC, QuantParam
 from tests.drivers.gpu.util import graph_of, node_graph
-from tests.kernels.util import Const, make_node, tensor_spec
+from tests.hdi.reference.util import Const, make_node, tensor_spec
 
 SPEC = load_spec(None)
 F16 = np.float16

@@ -34,7 +34,7 @@ from nnrt.common.errors import NNRT_INVALID_MODEL, NNRT_UNSUPPORTED_OP, DriverEr
 from nnrt.hdi.graph import Graph
 from nnrt.hdi.sealed_blob import seal
 
-from tests.capi.util_capi import use_runtime
+from tests.client.capi.util_capi import use_runtime
 from tests.client.capi.util_compilation import offline_model_bytes, start_feature_driver
 from tests.conftest import start_driver
 

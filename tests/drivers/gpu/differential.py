@@ -1,6 +1,6 @@
 """The GPU driver against the CPU driver over the operator test cases.
 
-Every CPU kernel test that runs a node through `tests.kernels.util.run_node` also hands
+Every CPU kernel test that runs a node through `tests.hdi.reference.util.run_node` also hands
 the node, its inputs and the CPU's outputs here: where the GPU driver accepts the node, it
 runs it as a one-node graph on the GPU (PoCL in CI) with the same inputs and the outputs
 must agree — float32 within 1e-4 relative, float16 within two float16 ulps (the CPU

@@ -26,7 +26,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.device import PrepareConfig
 from tests.drivers.gpu.util import NEVER, graph_of, node_graph, run_cpu, run_gpu
-from tests.kernels.util import Const, make_node
+from tests.hdi.reference.util import Const, make_node
 from tests.hdi.reference.test_float16_mode import ulps
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)

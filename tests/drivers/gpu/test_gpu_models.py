@@ -10,8 +10,8 @@ import pytest
 
 from nnrt.client import capi, zoo
 from nnrt.client.capi.enums import OH_NN_DeviceType
-from tests.capi.util_capi import W, add_model, desc, use_runtime
-from tests.capi.util_executor import Callbacks, array, compile_model
+from tests.client.capi.util_capi import W, add_model, desc, use_runtime
+from tests.client.capi.util_executor import Callbacks, array, compile_model
 from tests.conftest import start_driver
 
 OK = 0

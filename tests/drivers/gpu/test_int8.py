@@ -24,7 +24,7 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.graph import QuantParam
 from tests.drivers.accel.int8_models import int8_cnn, int8_mlp
 from tests.drivers.gpu.util import graph_of, node_graph, run_cpu, run_gpu
-from tests.kernels.util import Const, make_node, tensor_spec
+from tests.hdi.reference.util import Const, make_node, tensor_spec
 from tests.drivers.cpu.ort import int8_models
 
 ALL = ht.QUANT_TYPE_ALL

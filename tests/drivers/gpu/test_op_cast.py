@@ -16,7 +16,7 @@ from nnrt.drivers.gpu.kernel import create_op
 from nnrt.drivers.gpu.ops.op_cast import Cast
 from nnrt.protos import node_attrs_pb2 as na
 from tests.drivers.gpu.util import node_graph, run_cpu, run_gpu
-from tests.kernels.util import Const, make_node
+from tests.hdi.reference.util import Const, make_node
 
 DTYPES = sorted(set(NUMPY_DTYPES.values()), key=str)
 

@@ -12,7 +12,7 @@ import pytest
 from nnrt.drivers.gpu.kernel import create_op
 from nnrt.protos import node_attrs_pb2 as na
 from tests.drivers.gpu.util import assert_close, node_graph, run_cpu, run_gpu
-from tests.kernels.util import NNRT_UNSUPPORTED_OP, Const, expect_error, make_node, randn
+from tests.hdi.reference.util import NNRT_UNSUPPORTED_OP, Const, expect_error, make_node, randn
 
 LSTM = na.NODE_TYPE_LSTM
 

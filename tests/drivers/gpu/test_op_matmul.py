@@ -24,7 +24,7 @@ from tests.drivers.gpu.util import (
     run_gpu,
     runtime,
 )
-from tests.kernels.util import (
+from tests.hdi.reference.util import (
     NNRT_UNSUPPORTED_OP,
     Const,
     expect_error,

@@ -18,7 +18,7 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.graph import Graph, NodeSpec
 from nnrt.drivers.gpu.plan import GpuPlan
 from tests.drivers.gpu.util import NEVER, assert_close, node_graph, run_cpu, run_gpu, runtime
-from tests.kernels.util import (
+from tests.hdi.reference.util import (
     NNRT_FAILED,
     NNRT_INVALID_NODE,
     NNRT_UNSUPPORTED_OP,

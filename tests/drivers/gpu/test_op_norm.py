@@ -13,7 +13,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 
 from tests.drivers.gpu.util import assert_close, graph_of, node_graph, run_cpu, run_gpu
-from tests.kernels.util import (
+from tests.hdi.reference.util import (
     NNRT_UNSUPPORTED_OP,
     Const,
     expect_error,

@@ -13,7 +13,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 
 from tests.drivers.gpu.util import assert_close, graph_of, node_graph, run_cpu, run_gpu
-from tests.kernels.util import NNRT_UNSUPPORTED_OP, expect_error, make_node, randn
+from tests.hdi.reference.util import NNRT_UNSUPPORTED_OP, expect_error, make_node, randn
 
 MAX, AVG = na.NODE_TYPE_MAX_POOL_FUSION, na.NODE_TYPE_AVGPOOL_FUSION
 ATTRS = {MAX: na.MaxPoolFusion, AVG: na.AvgPoolFusion}

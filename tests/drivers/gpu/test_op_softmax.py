@@ -10,7 +10,7 @@ from nnrt.drivers.gpu.kernel import create_op
 from nnrt.protos import node_attrs_pb2 as na
 
 from tests.drivers.gpu.util import assert_close, node_graph, run_cpu, run_gpu
-from tests.kernels.util import NNRT_UNSUPPORTED_OP, expect_error, make_node, randn
+from tests.hdi.reference.util import NNRT_UNSUPPORTED_OP, expect_error, make_node, randn
 
 SOFTMAX, LOG_SOFTMAX = na.NODE_TYPE_SOFTMAX, na.NODE_TYPE_LOG_SOFTMAX
 

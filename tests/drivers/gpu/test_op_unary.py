@@ -14,7 +14,7 @@ from nnrt.drivers.gpu.kernel import create_op
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from tests.drivers.gpu.util import assert_close, graph_of, node_graph, run_cpu, run_gpu
-from tests.kernels.util import NNRT_UNSUPPORTED_OP, Const, expect_error, make_node, randn
+from tests.hdi.reference.util import NNRT_UNSUPPORTED_OP, Const, expect_error, make_node, randn
 
 SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.5, 1e-30, -1e-30,
                      1e30, -1e30, 100.0, -100.0, 88.0, 3.14159265, math.inf, -math.inf,

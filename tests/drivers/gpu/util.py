@@ -15,7 +15,7 @@ from nnrt.drivers.gpu.opencl import ClRuntime, choose_device
 from nnrt.drivers.gpu.plan import GpuPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.hdi.graph import Graph, NodeSpec
-from tests.kernels.util import assert_outputs_close
+from tests.hdi.reference.util import assert_outputs_close
 from nnrt.hdi.model_validation import build_graph
 
 NEVER = lambda: False  # noqa: E731  (a run nobody abandons)
@@ -36,7 +36,7 @@ def graph_of(builder: HdiModelBuilder) -> Graph:
 
 
 def node_graph(node: NodeSpec) -> Graph:
-    """A one-node Graph of a NodeSpec (as tests/kernels/util.make_node builds them)."""
+    """A one-node Graph of a NodeSpec (as tests/hdi/reference/util.make_node builds them)."""
     tensors = list(node.inputs) + list(node.outputs)
     return Graph(name="node", tensors=tuple(tensors), nodes=(node,),
                  inputs=tuple(t for t in node.inputs if not t.is_constant),

@@ -24,7 +24,7 @@ from nnrt.common.errors import (NNRT_INVALID_MODEL_CACHE, NNRT_NOT_SUPPORT, NNRT
 from nnrt.common.hdi_model import HdiModelBuilder
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.capi.util_capi import use_runtime
+from tests.client.capi.util_capi import use_runtime
 from tests.conftest import RunningDriver, start_driver
 from tests.helpers.model_cache import exported_blob, prepare_from
 

@@ -17,7 +17,7 @@ from nnrt.hdi.reference.activations import (
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.errors import DriverError
-from tests.kernels.util import NNRT_INVALID_NODE, NNRT_UNSUPPORTED_OP, expect_error, make_node
+from tests.hdi.reference.util import NNRT_INVALID_NODE, NNRT_UNSUPPORTED_OP, expect_error, make_node
 
 NODE = make_node(na.NODE_TYPE_ADD_FUSION, na.AddFusion(),
                  [np.zeros(2, np.float32), np.zeros(2, np.float32)])

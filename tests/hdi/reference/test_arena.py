@@ -18,7 +18,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.graph import DYNAMIC
 from tests.conftest import in_threads
-from tests.kernels.util import Const, GraphBuilder, make_node, randn
+from tests.hdi.reference.util import Const, GraphBuilder, make_node, randn
 
 NEVER = lambda: False  # noqa: E731  (a run nobody cancels)
 

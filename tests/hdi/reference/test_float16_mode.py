@@ -31,7 +31,7 @@ from nnrt.hdi.device import PrepareConfig
 from nnrt.common.dtypes import numpy_dtype
 from nnrt.common.errors import NNRT_SUCCESS
 from nnrt.hdi.model_validation import build_graph
-from tests.kernels.util import Const, make_node, run_node
+from tests.hdi.reference.util import Const, make_node, run_node
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 NHWC = ht.FORMAT_NHWC

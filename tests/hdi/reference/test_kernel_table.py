@@ -2,7 +2,7 @@
 
 One minimal valid node per NodeType, written once in a neutral form (`Case`), goes two ways:
 
-* in-process: NodeSpec / TensorSpec (tests/kernels/util.py) through create_kernel →
+* in-process: NodeSpec / TensorSpec (tests/hdi/reference/util.py) through create_kernel →
   infer_shapes (must give the declared output shapes) → execute (arrays of the declared
   dtypes and shapes; the values are checked by the per-operator tests);
 * across processes: each node as a single-node HDI model (HdiModelBuilder, constants in
@@ -30,7 +30,7 @@ from nnrt.protos import node_attrs_pb2 as na
 from nnrt.protos.generate import DEFAULT_SPEC
 from nnrt.common.errors import NNRT_SUCCESS
 from nnrt.hdi.graph import NodeSpec, QuantParam
-from tests.kernels.util import Const, readonly, tensor_spec
+from tests.hdi.reference.util import Const, readonly, tensor_spec
 
 F32 = np.float32
 I32 = np.int32

@@ -1,6 +1,6 @@
 """The onnxruntime engine against the numpy kernels over the operator test cases.
 
-Every CPU kernel test that runs a node through `tests.kernels.util.run_node` also hands the
+Every CPU kernel test that runs a node through `tests.hdi.reference.util.run_node` also hands the
 node, its inputs and the numpy kernel's outputs here: where the node lowers to ONNX, it runs
 as a one-node graph through the ort engine's partitioner (a session of its own) and the
 outputs must agree — float32 within 1e-5 relative (near 0 within 1e-6 of the output's
@@ -47,7 +47,7 @@ def assert_agree(got: Sequence[np.ndarray], want: Sequence[np.ndarray], rtol: fl
     """`quantised[k]`: output k is requantized int8/uint8, where one step may differ
     (onnxruntime's int8 kernels requantize an int32 sum, our reference a float32 one; see
     nnrt.drivers.cpu.ort.quantized); the rest by assert_outputs_close."""
-    from tests.kernels.util import assert_outputs_close  # (that module imports this one)
+    from tests.hdi.reference.util import assert_outputs_close  # (that module imports this one)
 
     quantised = list(quantised) or [False] * len(want)
     assert len(got) == len(want) == len(quantised)

@@ -26,7 +26,7 @@ from nnrt.hdi.reference.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.graph import Graph, QuantParam, TensorSpec
-from tests.kernels.util import GraphBuilder
+from tests.hdi.reference.util import GraphBuilder
 
 ALL = ht.QUANT_TYPE_ALL
 RELU = ht.ACTIVATION_TYPE_RELU

@@ -23,7 +23,7 @@ from nnrt.common.errors import NNRT_FAILED, NNRT_INVALID_MODEL_CACHE, DriverErro
 from nnrt.hdi.graph import QuantParam
 from nnrt.common.dtypes import hdi_data_type
 from tests.conftest import admin_details, start_driver
-from tests.kernels.util import GraphBuilder, randn
+from tests.hdi.reference.util import GraphBuilder, randn
 from tests.drivers.cpu.ort.differential import assert_agree
 
 NEVER = lambda: False  # noqa: E731

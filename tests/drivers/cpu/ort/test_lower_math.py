@@ -14,7 +14,7 @@ from nnrt.hdi.reference.plan import ExecutionPlan
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.hdi.graph import DYNAMIC, Graph, NodeSpec, TensorSpec
-from tests.kernels.util import randn, tensor_spec
+from tests.hdi.reference.util import randn, tensor_spec
 from tests.drivers.cpu.ort.differential import assert_agree, never, node_graph, run_on_ort
 
 

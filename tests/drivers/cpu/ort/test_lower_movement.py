@@ -17,7 +17,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.errors import DriverError
 from nnrt.hdi.graph import DYNAMIC, Graph, NodeSpec, TensorSpec
-from tests.kernels.util import tensor_spec
+from tests.hdi.reference.util import tensor_spec
 from tests.drivers.cpu.ort.differential import assert_agree, never, run_on_ort
 
 

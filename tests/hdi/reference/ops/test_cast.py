@@ -16,7 +16,7 @@ from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.dtypes import hdi_data_type
-from tests.kernels.util import (
+from tests.hdi.reference.util import (
     NNRT_FAILED,
     NNRT_INVALID_NODE,
     NNRT_UNSUPPORTED_OP,

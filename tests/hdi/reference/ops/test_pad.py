@@ -13,7 +13,7 @@ import pytest
 from nnrt.hdi.reference.kernel import KERNELS, create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.kernels.util import (
+from tests.hdi.reference.util import (
     NNRT_INVALID_NODE,
     NNRT_INVALID_SHAPE,
     NNRT_UNSUPPORTED_OP,

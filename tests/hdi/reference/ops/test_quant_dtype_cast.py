@@ -13,7 +13,7 @@ from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.common.dtypes import hdi_data_type
 from nnrt.hdi.graph import QuantParam
-from tests.kernels.util import (
+from tests.hdi.reference.util import (
     NNRT_INVALID_NODE,
     NNRT_INVALID_SHAPE,
     NNRT_UNSUPPORTED_OP,

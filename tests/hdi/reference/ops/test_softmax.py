@@ -10,7 +10,7 @@ import pytest
 
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.kernels.util import (
+from tests.hdi.reference.util import (
     NNRT_INVALID_NODE,
     NNRT_UNSUPPORTED_OP,
     expect_refused,
@@ -132,7 +132,7 @@ def test_special_values_per_row() -> None:
 def test_float16_rows_and_arena_runs() -> None:
     from nnrt.hdi.reference import arena
     from nnrt.hdi.reference.kernel import create_kernel
-    from tests.kernels.util import make_node, run_node
+    from tests.hdi.reference.util import make_node, run_node
 
     x = randn(8, 16, dtype=np.float16, seed=4)
     out = run_op(SOFTMAX, na.Softmax(), [x])

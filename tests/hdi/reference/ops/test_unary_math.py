@@ -2,7 +2,7 @@
 
 References: onnx's reference evaluator (one-node ONNX models) where ONNX has the operator,
 Python's math module element by element otherwise (Rsqrt, Square, Erf, integer wrap-around).
-`onnx_reference` (tests.kernels.util) runs the ONNX side."""
+`onnx_reference` (tests.hdi.reference.util) runs the ONNX side."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
-from tests.kernels.util import (
+from tests.hdi.reference.util import (
     NNRT_INVALID_NODE,
     NNRT_UNSUPPORTED_OP,
     Declared,

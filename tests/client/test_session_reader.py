@@ -1,6 +1,6 @@
 """Who reads the session channel (client/core/driver.py): the waiting callers in turn, and
 the watcher for hang-ups and for replies nobody waits for any more (many concurrent callers
-on one session: tests/test_run_transports.py); and how long either side polls."""
+on one session: tests/server/test_run_transports.py); and how long either side polls."""
 
 from __future__ import annotations
 

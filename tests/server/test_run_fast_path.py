@@ -29,7 +29,7 @@ from nnrt.server.sessions import (QUICK_RUN_S, SOLO_RUN_S, PreparedEntry, Sessio
                                   SessionRegistry)
 from nnrt.common import session_channel as channel
 from tests.conftest import wait_until
-from tests.kernels.util import GraphBuilder
+from tests.hdi.reference.util import GraphBuilder
 
 
 def _session_with_model(batch: int = 2, faults: FaultInjection | None = None):

@@ -160,7 +160,7 @@ def test_a_known_request_is_looked_up_once_per_packet_and_never_outlives_its_mod
     """The estimate's lookup serves the run of the same packet (not another packet of the
     same bytes), and releasing the model or closing the session forgets it: a packet of
     those bytes then finds no model (NNRT_INVALID_MODEL), the model is not kept alive."""
-    from tests.test_run_path import _request, _session_with_model
+    from tests.server.test_run_fast_path import _request, _session_with_model
 
     registry, session, servicer, entry, model_id = _session_with_model()
     payload = _request(session, model_id)
@@ -269,7 +269,7 @@ def test_an_opted_in_polling_driver_still_sleeps_once_the_client_stops(runtime_d
                                                                       monkeypatch):
     """--spin-us and NNRT_CLIENT_SPIN_US set: both sides poll while runs come back to back,
     and the driver takes no CPU once the client stops."""
-    from tests.test_session_reader import _cpu_seconds
+    from tests.client.test_session_reader import _cpu_seconds
 
     monkeypatch.setenv(core_driver.SPIN_ENV, "500")
     driver = start_driver(runtime_dir, "cpu", "--spin-us", "150")

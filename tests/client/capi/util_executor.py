@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from nnrt.client import capi
-from tests.capi import util_capi
-from tests.capi.util_capi import F32, Graph, add_model, desc
+from tests.client.capi import util_capi
+from tests.client.capi.util_capi import F32, Graph, add_model, desc
 
 
 def use_runtime(monkeypatch: pytest.MonkeyPatch,

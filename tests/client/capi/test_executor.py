@@ -13,8 +13,8 @@ from nnrt.client.core.prepared_model import DimRanges
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_NOT_SUPPORT, NNRT_SUCCESS
-from tests.capi.util_capi import F32, W, add_model
-from tests.capi.util_executor import (
+from tests.client.capi.util_capi import F32, W, add_model
+from tests.client.capi.util_executor import (
     array,
     compile_model,
     make_executor,

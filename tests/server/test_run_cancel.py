@@ -23,7 +23,7 @@ from nnrt.common.errors import NNRT_INVALID_PARAMETER, NNRT_SUCCESS, NNRT_TIME_O
 from nnrt.common.hdi_model import IODesc, LoweredModel
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_types_pb2 as ht
-from tests.capi.util_capi import use_runtime
+from tests.client.capi.util_capi import use_runtime
 from tests.conftest import start_driver, wait_until
 from tests.helpers.hdi_models import add_model, io
 

@@ -29,8 +29,8 @@ from nnrt.client.capi.model import OH_NNModel
 from nnrt.client.core.driver import DriverClient
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common.errors import NNRT_SUCCESS
-from tests.capi.util_capi import NP_TYPES, Graph, use_runtime
-from tests.capi.util_executor import make_executor, tensor
+from tests.client.capi.util_capi import NP_TYPES, Graph, use_runtime
+from tests.client.capi.util_executor import make_executor, tensor
 
 # OH_NN_DataType → HDI DataType (capi.md 3.9), for checking the lowering.
 HDI_TYPES = {0: 0, 1: 30, 2: 32, 3: 33, 4: 34, 5: 35, 6: 37, 7: 38, 8: 39, 9: 40, 10: 42,

@@ -1,1 +1,0 @@
-"""Tests of nnrt.client.capi, the OH_NN* C API in Python."""
