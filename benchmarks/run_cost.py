@@ -98,7 +98,7 @@ def probe_driver(directory: str, dump: str) -> int:
     import selectors
 
     from nnrt.common import session_channel
-    from nnrt.server import execution, main, servicers, sessions
+    from nnrt.server import execution, main, runner, sessions
 
     server = sessions.SessionChannelServer
     server._serve = timed_stage("serve", server._serve)
@@ -109,10 +109,8 @@ def probe_driver(directory: str, dump: str) -> int:
     selector = type(selectors.DefaultSelector())
     selector.select = timed_stage("select", selector.select)
     session_channel.receive_packet = timed_stage("receive", session_channel.receive_packet)
-    servicers.PreparedModelServicer.run_packet = timed_stage(
-        "run_packet", servicers.PreparedModelServicer.run_packet)
-    servicers.PreparedModelServicer.run_estimate = timed_stage(
-        "estimate", servicers.PreparedModelServicer.run_estimate)
+    runner.Runner.run_packet = timed_stage("run_packet", runner.Runner.run_packet)
+    runner.Runner.estimate = timed_stage("estimate", runner.Runner.estimate)
     execution.execute = timed_stage("compute", execution.execute)
 
     def dumper() -> None:

@@ -53,6 +53,7 @@ from nnrt.server.run_scheduler import RunScheduler
 from nnrt.common.runtime_dir import (UnsafeRuntimeDir, admin_token_path, ensure_runtime_dir,
                                      grpc_socket, session_socket, stale_socket,
                                      write_admin_token)
+from nnrt.server.runner import Runner
 from nnrt.server.servicers import DeviceServicer, PreparedModelServicer
 from nnrt.server.sessions import ChannelPolicy, SessionChannelServer, SessionRegistry
 from nnrt.server.stats import RunStats
@@ -137,8 +138,9 @@ class DriverHost:
         )
         hdi_pb2_grpc.add_INnrtDeviceServicer_to_server(
             DeviceServicer(self.device, self.sessions, self.faults), server)
-        prepared = PreparedModelServicer(self.sessions, self.faults, self.stats,
-                                         self._scheduler)
+        # The one run path, behind both doors: IPreparedModel.Run and the session channel.
+        runner = Runner(self.sessions, self.faults, self.stats, self._scheduler)
+        prepared = PreparedModelServicer(self.sessions, self.faults, runner)
         hdi_pb2_grpc.add_IPreparedModelServicer_to_server(prepared, server)
         self.admin = admin.AdminServicer(self.device, self.name, self.sessions, self.faults,
                                          self.stats, self.created, self._scheduler,
@@ -155,10 +157,8 @@ class DriverHost:
         try:
             if server.add_insecure_port(f"unix:{self.grpc_path}") == 0:
                 raise OSError(f"cannot listen on {self.grpc_path}")
-            self._channel = SessionChannelServer(self.session_path, self.sessions,
-                                                 prepared.run_packet, self._workers,
-                                                 self.channel_policy, prepared.run_estimate,
-                                                 prepared.queue_run)
+            self._channel = SessionChannelServer(self.session_path, self.sessions, runner,
+                                                 self._workers, self.channel_policy)
             self.admin.uids = self._channel.uids
         finally:
             os.umask(old_umask)

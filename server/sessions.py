@@ -74,6 +74,7 @@ from nnrt.common.errors import (
 
 if TYPE_CHECKING:
     from nnrt.server.execution import CheckedRequest  # execution imports this module
+    from nnrt.server.runner import Runner  # the runner imports this module
 
 log = logging.getLogger(__name__)
 
@@ -352,14 +353,6 @@ class UidShare:
         return self.ledger.charge(self.uid, table, nbytes)
 
 
-# Serves one Run packet of a session: (session, RunRequest bytes, deadline, cancelled) ->
-# RunReply bytes; `cancelled()` says whether the client has cancelled the run since.
-RunHandler = Callable[[Session, bytes, "float | None", Callable[[], bool]], bytes]
-RunEstimate = Callable[[Session, bytes], float | None]  # expected computation (s), or None
-# Hands a Run to the device's queue, whose thread calls the job (compute and answer) in the
-# session's turn; False when the run should go to a worker instead.
-QueueRun = Callable[[Session, bytes, Callable[[], None]], bool]
-
 _RUN_HEADER = channel.RUN_REQUEST.unpack_from
 _RUN_AT = len(channel.RUN) + channel.RUN_REQUEST.size  # where a Run packet's RunRequest starts
 _pack_run_reply = channel.RUN_REPLY.pack
@@ -629,23 +622,21 @@ class SessionChannelServer:
     failures back off and retry, no send blocks, and an unexpected exception ends at most
     the session it came from."""
 
-    def __init__(self, path: Path, registry: SessionRegistry, run_handler: RunHandler,
-                 workers: int = 32, policy: ChannelPolicy | None = None,
-                 estimate: RunEstimate | None = None,
-                 queue_run: QueueRun | None = None) -> None:
-        """`estimate(session, payload)`: how long a Run is expected to compute, None when
-        it must go to a worker. One expected under QUICK_RUN_S (or SOLO_RUN_S, its session
-        alone) is run by this thread itself (others wait at most that long), and only for a
-        session with no further packet waiting (a caller waiting for its reply); one that
-        pipelines Runs gets workers and the per-session cap. `queue_run(session, payload,
-        job)`: a Run that would only wait for the busy device is queued there whole, run
-        and answered by the device's queue (no worker's wake-up on its path)."""
+    def __init__(self, path: Path, registry: SessionRegistry, runner: Runner,
+                 workers: int = 32, policy: ChannelPolicy | None = None) -> None:
+        """`runner` (server/runner.py) serves every Run packet (`run_packet`); this thread
+        only chooses which thread computes it. Asked `runner.estimate(session, payload)`
+        (how long it is expected to compute, None when it must go to a worker): one
+        expected under QUICK_RUN_S (or SOLO_RUN_S, its session alone) is run by this thread
+        itself (others wait at most that long), and only for a session with no further
+        packet waiting (a caller waiting for its reply); one that pipelines Runs gets
+        workers and the per-session cap. Asked `runner.queue(session, payload, job)`: a Run
+        that would only wait for the busy device is queued there whole, run and answered by
+        the device's queue (no worker's wake-up on its path)."""
         self.path = path
         self.registry = registry
         self.policy = policy or ChannelPolicy()
-        self._run_handler = run_handler
-        self._estimate = estimate
-        self._queue_run = queue_run
+        self.runner = runner
         self._workers = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="run")
         self._runs = 0
         self._runs_lock = threading.Lock()  # `_runs` (a plain lock: taken twice a run)
@@ -1032,7 +1023,7 @@ class SessionChannelServer:
         with self._runs_lock:
             self._runs += 1
         payload = data[_RUN_AT:]
-        estimate = None if self._estimate is None else self._estimate(session, payload)
+        estimate = self.runner.estimate(session, payload)
         if estimate is not None and estimate < SOLO_RUN_S and \
                 not _more_pending(connection.readable):
             solo = self._runs == 1 and time.monotonic() >= self._others_until
@@ -1043,8 +1034,8 @@ class SessionChannelServer:
                 connection.answered_at = time.perf_counter()
                 self._spin_next = solo and connection.gap < self.policy.spin_s
                 return
-        if self._queue_run is not None and self._queue_run(
-                session, payload, lambda: self._run(connection, seq, deadline, payload)):
+        if self.runner.queue(session, payload,
+                             lambda: self._run(connection, seq, deadline, payload)):
             return
         try:
             self._workers.submit(self._run, connection, seq, deadline, payload)
@@ -1057,9 +1048,9 @@ class SessionChannelServer:
         cancelled = connection.cancelled
         try:
             try:
-                reply = self._run_handler(connection.session, payload, deadline,
-                                          lambda: seq in cancelled)
-            except Exception:  # the handler never raises; answer regardless
+                reply = self.runner.run_packet(connection.session, payload, deadline,
+                                               lambda: seq in cancelled)
+            except Exception:  # the runner never raises; answer regardless
                 log.exception("session %d: Run failed unexpectedly", connection.session.id)
                 reply = _FAILED
             self._send_run_reply(connection, seq, reply, flags)

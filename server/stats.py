@@ -26,8 +26,8 @@ only (a refusal answered in microseconds would drag the distribution down and sa
 about the device), from the moment the servicer took the run to its answer, counted into
 fixed buckets (`LATENCY_BUCKETS`, Prometheus' `le` bounds) — a few integers per driver,
 whatever its uptime, so GetStatus can carry the whole histogram. The start time is kept
-per thread: a Run is served from `started()` to `finished()` on one thread (the servicer's
-`run_in_session`), so no token has to pass between them.
+per thread: a Run is served from `started()` to `finished()` on one thread (the Runner's
+`_run`, server/runner.py), so no token has to pass between them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The host's run fast path, in process: checked requests kept per prepared model, the
 serialized success reply, and which runs the session channel may serve on its own thread
-(`PreparedModelServicer.run_estimate`)."""
+(`Runner.estimate`, server/runner.py)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,27 @@ from nnrt.common.errors import (NNRT_FAILED, NNRT_INVALID_BUFFER, NNRT_INVALID_M
 from nnrt.server.faults import FaultInjection
 from nnrt.hdi.graph import DYNAMIC
 from nnrt.server.run_scheduler import RunScheduler
-from nnrt.server.servicers import PreparedModelServicer
+from nnrt.server.runner import Runner
 from nnrt.server.sessions import (QUICK_RUN_S, SOLO_RUN_S, PreparedEntry, SessionChannelServer,
                                   SessionRegistry)
 from nnrt.common import session_channel as channel
 from tests.conftest import wait_until
 from tests.hdi.reference.util import GraphBuilder
+
+
+class ChannelRunner:
+    """What the session channel asks of its Runner, answered by the test: `run_packet`
+    serves every Run, `estimate` is fixed, nothing is queued."""
+
+    def __init__(self, run_packet, estimate: float | None = None) -> None:
+        self.run_packet = run_packet
+        self._estimate = estimate
+
+    def estimate(self, session, payload: bytes) -> float | None:
+        return self._estimate
+
+    def queue(self, session, payload: bytes, job) -> bool:
+        return False
 
 
 def _session_with_model(batch: int = 2, faults: FaultInjection | None = None):
@@ -43,9 +58,9 @@ def _session_with_model(batch: int = 2, faults: FaultInjection | None = None):
     registry = SessionRegistry()
     session = registry.open(None)
     model_id = session.add_prepared(entry)
-    servicer = PreparedModelServicer(registry, faults or FaultInjection(),
+    runner = Runner(registry, faults or FaultInjection(),
                                      scheduler=RunScheduler(1))
-    return registry, session, servicer, entry, model_id
+    return registry, session, runner, entry, model_id
 
 
 def _request(session, model_id: int, dims=(2, 3)) -> bytes:
@@ -62,14 +77,14 @@ def _request(session, model_id: int, dims=(2, 3)) -> bytes:
 
 
 def test_an_identical_request_is_checked_once_and_answered_with_the_kept_reply(monkeypatch):
-    registry, session, servicer, entry, model_id = _session_with_model()
+    registry, session, runner, entry, model_id = _session_with_model()
     payload = _request(session, model_id)
     checks = []
     real = execution.check_request
     monkeypatch.setattr(execution, "check_request",
                         lambda *a: checks.append(1) or real(*a))
-    first = servicer.run_packet(session, payload, None)
-    second = servicer.run_packet(session, payload, None)
+    first = runner.run_packet(session, payload, None)
+    second = runner.run_packet(session, payload, None)
     assert first == second and pb.RunReply.FromString(first).returnCode == NNRT_SUCCESS
     assert [list(d.values) for d in pb.RunReply.FromString(first).outputDims] == [[2, 3]]
     assert len(checks) == 1 and entry.success_reply == first
@@ -77,52 +92,52 @@ def test_an_identical_request_is_checked_once_and_answered_with_the_kept_reply(m
 
 
 def test_a_bad_request_is_refused_every_time_never_kept():
-    registry, session, servicer, entry, model_id = _session_with_model()
+    registry, session, runner, entry, model_id = _session_with_model()
     payload = _request(session, model_id, dims=(5, 3))  # the model is [2, 3]
     for _ in range(2):
-        reply = pb.RunReply.FromString(servicer.run_packet(session, payload, None))
+        reply = pb.RunReply.FromString(runner.run_packet(session, payload, None))
         assert reply.returnCode == NNRT_INVALID_SHAPE
     assert not entry.checked_requests
     registry.close(session)
 
 
 def test_which_runs_the_channel_may_serve_on_its_own_thread():
-    registry, session, servicer, entry, model_id = _session_with_model()
+    registry, session, runner, entry, model_id = _session_with_model()
     payload = _request(session, model_id)
-    assert servicer.run_estimate(session, payload) is None  # never seen: a worker
-    servicer.run_packet(session, payload, None)
-    estimate = servicer.run_estimate(session, payload)
+    assert runner.estimate(session, payload) is None  # never seen: a worker
+    runner.run_packet(session, payload, None)
+    estimate = runner.estimate(session, payload)
     assert estimate == entry.recent_run_s and estimate < QUICK_RUN_S * 50  # a numpy Add
     entry.recent_run_s = 0.5
-    assert servicer.run_estimate(session, payload) == 0.5  # the channel chooses by it
+    assert runner.estimate(session, payload) == 0.5  # the channel chooses by it
     # the device is busy: a worker waits
-    assert servicer.scheduler.run(99, lambda: False,
-                                  lambda: servicer.run_estimate(session, payload)) is None
-    assert servicer.run_estimate(session, b"\x08\x7f") is None  # an unknown model
-    assert servicer.run_estimate(session, b"garbage") is None
+    assert runner.scheduler.run(99, lambda: False,
+                                  lambda: runner.estimate(session, payload)) is None
+    assert runner.estimate(session, b"\x08\x7f") is None  # an unknown model
+    assert runner.estimate(session, b"garbage") is None
     registry.close(session)
     _, session2, slow, entry2, model_id2 = _session_with_model(
         faults=FaultInjection(run_delay_ms=1))
     entry2.recent_run_s = QUICK_RUN_S / 2
-    assert slow.run_estimate(session2, _request(session2, model_id2)) is None  # faults
+    assert slow.estimate(session2, _request(session2, model_id2)) is None  # faults
 
 
 def test_a_model_with_dynamic_shapes_is_never_served_on_the_channel_thread():
-    registry, session, servicer, entry, model_id = _session_with_model(batch=DYNAMIC)
+    registry, session, runner, entry, model_id = _session_with_model(batch=DYNAMIC)
     entry.recent_run_s = QUICK_RUN_S / 2
-    assert servicer.run_estimate(session, _request(session, model_id)) is None
+    assert runner.estimate(session, _request(session, model_id)) is None
     registry.close(session)
 
 
 def test_an_unexpected_failure_is_answered_with_a_reason_pointing_at_the_log(monkeypatch):
-    registry, session, servicer, entry, model_id = _session_with_model()
+    registry, session, runner, entry, model_id = _session_with_model()
     payload = _request(session, model_id)
 
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(execution, "execute", broken)
-    reply = pb.RunReply.FromString(servicer.run_packet(session, payload, None))
+    reply = pb.RunReply.FromString(runner.run_packet(session, payload, None))
     assert reply.returnCode == NNRT_FAILED
     assert reply.reason == ("Run failed unexpectedly in the driver (RuntimeError); its log has "
                             "the details")
@@ -131,7 +146,7 @@ def test_an_unexpected_failure_is_answered_with_a_reason_pointing_at_the_log(mon
 
 def _ort_session_with_add_one():
     """y = x + 1 on 4 float32 values, the ort engine (a single session: writes into its
-    outputs), in a session with two 16-byte buffers; (registry, session, servicer, entry,
+    outputs), in a session with two 16-byte buffers; (registry, session, runner, entry,
     payload, x region, y region)."""
     g = GraphBuilder()
     x = g.tensor((4,))
@@ -144,7 +159,7 @@ def _ort_session_with_add_one():
     registry = SessionRegistry()
     session = registry.open(None)
     model_id = session.add_prepared(entry)
-    servicer = PreparedModelServicer(registry, FaultInjection(), scheduler=RunScheduler(2))
+    runner = Runner(registry, FaultInjection(), scheduler=RunScheduler(2))
     regions, ios = [], []
     for _ in range(2):
         region = SharedRegion.allocate(16)
@@ -156,11 +171,11 @@ def _ort_session_with_add_one():
                                                     dataSize=16)))
     payload = pb.RunRequest(preparedModelId=model_id, inputs=ios[:1],
                             outputs=ios[1:]).SerializeToString()
-    return registry, session, servicer, entry, payload, regions[0], regions[1]
+    return registry, session, runner, entry, payload, regions[0], regions[1]
 
 
 def test_a_kept_request_is_bound_once_and_reads_the_inputs_of_each_run(monkeypatch):
-    registry, session, servicer, entry, payload, (_, xr), (_, yr) = _ort_session_with_add_one()
+    registry, session, runner, entry, payload, (_, xr), (_, yr) = _ort_session_with_add_one()
     binds = []
     real = entry.model.bind
     monkeypatch.setattr(entry.model, "bind", lambda *a: binds.append(1) or real(*a))
@@ -170,7 +185,7 @@ def test_a_kept_request_is_bound_once_and_reads_the_inputs_of_each_run(monkeypat
                         lambda data: decoded.append(1) or real_from(data))
     for k in range(5):
         xr.array(0, np.float32, 4)[:] = np.arange(4) * (k + 1)
-        reply = pb.RunReply.FromString(servicer.run_packet(session, payload, None))
+        reply = pb.RunReply.FromString(runner.run_packet(session, payload, None))
         assert reply.returnCode == NNRT_SUCCESS
         np.testing.assert_array_equal(yr.array(0, np.float32, 4), np.arange(4) * (k + 1) + 1)
     assert len(binds) == 1 and len(decoded) == 1
@@ -179,21 +194,21 @@ def test_a_kept_request_is_bound_once_and_reads_the_inputs_of_each_run(monkeypat
 
 
 def test_a_kept_request_naming_a_released_buffer_is_refused_before_running():
-    registry, session, servicer, entry, payload, (x_id, _), _ = _ort_session_with_add_one()
-    assert pb.RunReply.FromString(servicer.run_packet(session, payload, None)).returnCode == \
+    registry, session, runner, entry, payload, (x_id, _), _ = _ort_session_with_add_one()
+    assert pb.RunReply.FromString(runner.run_packet(session, payload, None)).returnCode == \
         NNRT_SUCCESS
     session.buffers.remove(x_id)  # unmapped: the kept binding's addresses are gone
-    reply = pb.RunReply.FromString(servicer.run_packet(session, payload, None))
+    reply = pb.RunReply.FromString(runner.run_packet(session, payload, None))
     assert reply.returnCode == NNRT_INVALID_BUFFER
     assert f"unknown buffer id {x_id}" in reply.reason
     registry.close(session)
 
 
 def test_a_kept_request_of_a_released_model_is_refused():
-    registry, session, servicer, entry, payload, _, _ = _ort_session_with_add_one()
-    servicer.run_packet(session, payload, None)
+    registry, session, runner, entry, payload, _, _ = _ort_session_with_add_one()
+    runner.run_packet(session, payload, None)
     session.release_prepared(1)
-    reply = pb.RunReply.FromString(servicer.run_packet(session, payload, None))
+    reply = pb.RunReply.FromString(runner.run_packet(session, payload, None))
     assert reply.returnCode == NNRT_INVALID_MODEL
     registry.close(session)
 
@@ -201,14 +216,14 @@ def test_a_kept_request_of_a_released_model_is_refused():
 def test_a_bound_run_from_many_threads_at_once_gives_each_its_result():
     """Concurrent runs of one kept binding (the same windows): each run binds afresh while
     the kept one is in use, and every result is the sum the inputs give."""
-    registry, session, servicer, entry, payload, (_, xr), (_, yr) = _ort_session_with_add_one()
+    registry, session, runner, entry, payload, (_, xr), (_, yr) = _ort_session_with_add_one()
     xr.array(0, np.float32, 4)[:] = [1, 2, 3, 4]
     codes = []
 
     def worker():
         for _ in range(200):
             codes.append(pb.RunReply.FromString(
-                servicer.run_packet(session, payload, None)).returnCode)
+                runner.run_packet(session, payload, None)).returnCode)
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:
@@ -247,8 +262,8 @@ def test_which_thread_runs_a_run_and_whether_its_client_may_poll(tmp_path, estim
         threads.append(threading.current_thread().name)
         return pb.RunReply().SerializeToString()
 
-    server = SessionChannelServer(tmp_path / "s.session", SessionRegistry(), handler,
-                                  workers=2, estimate=lambda session, payload: estimate)
+    server = SessionChannelServer(tmp_path / "s.session", SessionRegistry(),
+                                  ChannelRunner(handler, estimate), workers=2)
     server.start()
     sockets = []
     try:
@@ -277,8 +292,8 @@ def test_the_gap_before_a_clients_next_run_is_the_think_time_it_gives(tmp_path):
     reply and its next Run is short: the client's own word for it (think time), since
     measured at the driver it would also hold the driver's wake-up; without one, measured."""
     server = SessionChannelServer(tmp_path / "s.session", SessionRegistry(),
-                                  lambda *args: pb.RunReply().SerializeToString(),
-                                  workers=2, estimate=lambda session, payload: QUICK_RUN_S / 2)
+                                  ChannelRunner(lambda *args: pb.RunReply().SerializeToString(),
+                                                QUICK_RUN_S / 2), workers=2)
     server.start()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -301,7 +316,8 @@ def test_a_stopped_channel_takes_late_wake_ups_and_a_second_stop(tmp_path):
     must be open until the selector thread has ended, and closed once (its fd numbers are
     not written to once they may be another file's)."""
     server = SessionChannelServer(tmp_path / "s.session", SessionRegistry(),
-                                  lambda *args: pb.RunReply().SerializeToString(), workers=2)
+                                  ChannelRunner(lambda *args: pb.RunReply().SerializeToString()),
+                                  workers=2)
     server.start()
     server.stop()
     assert (server._wake_r, server._wake_w) == (-1, -1)  # closed, after the thread ended
@@ -316,40 +332,40 @@ def _windows(session, payload: bytes):
             for io in (request.inputs[0], request.outputs[0])]
 
 
-def _holding_the_device(servicer) -> tuple[threading.Thread, threading.Event]:
-    """Another session's run computing on the servicer's one slot until the event is set."""
+def _holding_the_device(runner) -> tuple[threading.Thread, threading.Event]:
+    """Another session's run computing on the runner's one slot until the event is set."""
     inside, release = threading.Event(), threading.Event()
 
     def hold() -> None:
         inside.set()
         assert release.wait(10)
 
-    thread = threading.Thread(target=servicer.scheduler.run, args=(99, lambda: False, hold))
+    thread = threading.Thread(target=runner.scheduler.run, args=(99, lambda: False, hold))
     thread.start()
     assert inside.wait(5)
     return thread, release
 
 
 def test_a_known_run_for_a_busy_device_is_queued_whole_and_answered_by_the_device_queue():
-    registry, session, servicer, entry, model_id = _session_with_model()
+    registry, session, runner, entry, model_id = _session_with_model()
     payload = _request(session, model_id)
     x, y = _windows(session, payload)
     x[:] = [[1, 2, 3], [4, 5, 6]]
     job_done, replies = threading.Event(), []
 
     def job() -> None:  # what the session channel queues: compute and answer
-        replies.append((threading.current_thread().name, servicer.run_packet(session, payload,
+        replies.append((threading.current_thread().name, runner.run_packet(session, payload,
                                                                              None)))
         job_done.set()
 
-    assert not servicer.queue_run(session, payload, job)  # never seen: a worker checks it
-    servicer.run_packet(session, payload, None)
-    assert not servicer.queue_run(session, payload, job)  # the device is idle: a worker
+    assert not runner.queue(session, payload, job)  # never seen: a worker checks it
+    runner.run_packet(session, payload, None)
+    assert not runner.queue(session, payload, job)  # the device is idle: a worker
     y[:] = 0
-    holder, release = _holding_the_device(servicer)
-    assert not servicer.queue_run(session, b"\x08\x7f", job)  # an unknown model
-    assert servicer.queue_run(session, payload, job)
-    assert servicer.scheduler.queued == 1 and not job_done.is_set()
+    holder, release = _holding_the_device(runner)
+    assert not runner.queue(session, b"\x08\x7f", job)  # an unknown model
+    assert runner.queue(session, payload, job)
+    assert runner.scheduler.queued == 1 and not job_done.is_set()
     release.set()
     assert job_done.wait(10)
     holder.join(10)
@@ -357,40 +373,40 @@ def test_a_known_run_for_a_busy_device_is_queued_whole_and_answered_by_the_devic
     assert thread.startswith("nnrt-compute-")  # no worker thread on its path
     assert pb.RunReply.FromString(reply).returnCode == NNRT_SUCCESS
     np.testing.assert_array_equal(y, [[1, 3, 5], [4, 6, 8]])  # x + [0, 1, 2]
-    servicer.scheduler.close()
+    runner.scheduler.close()
     registry.close(session)
 
 
 def test_a_queued_run_whose_caller_gave_up_is_answered_time_out_without_computing():
-    registry, session, servicer, entry, model_id = _session_with_model()
+    registry, session, runner, entry, model_id = _session_with_model()
     payload = _request(session, model_id)
     x, y = _windows(session, payload)
-    servicer.run_packet(session, payload, None)
+    runner.run_packet(session, payload, None)
     y[:] = -1
     replies = []
-    holder, release = _holding_the_device(servicer)
+    holder, release = _holding_the_device(runner)
     past = time.monotonic() + 0.05  # the caller's deadline passes while the run waits
-    assert servicer.queue_run(session, payload,
-                              lambda: replies.append(servicer.run_packet(session, payload, past)))
+    assert runner.queue(session, payload,
+                              lambda: replies.append(runner.run_packet(session, payload, past)))
     time.sleep(0.1)
     release.set()
     holder.join(10)
     assert wait_until(lambda: replies, 5)
     assert pb.RunReply.FromString(replies[0]).returnCode == NNRT_TIME_OUT
     assert (y == -1).all()  # nothing computed
-    servicer.scheduler.close()
+    runner.scheduler.close()
     registry.close(session)
 
 
 def test_a_run_still_queued_when_the_driver_stops_is_answered_all_the_same():
-    registry, session, servicer, entry, model_id = _session_with_model()
+    registry, session, runner, entry, model_id = _session_with_model()
     payload = _request(session, model_id)
-    servicer.run_packet(session, payload, None)
+    runner.run_packet(session, payload, None)
     replies = []
-    holder, release = _holding_the_device(servicer)
-    assert servicer.queue_run(session, payload,
-                              lambda: replies.append(servicer.run_packet(session, payload, None)))
-    servicer.scheduler.close()  # the driver stops, its grace over: the queue is answered
+    holder, release = _holding_the_device(runner)
+    assert runner.queue(session, payload,
+                              lambda: replies.append(runner.run_packet(session, payload, None)))
+    runner.scheduler.close()  # the driver stops, its grace over: the queue is answered
     assert [pb.RunReply.FromString(r).returnCode for r in replies] == [NNRT_OPERATION_FORBIDDEN]
     release.set()
     holder.join(10)
@@ -398,15 +414,15 @@ def test_a_run_still_queued_when_the_driver_stops_is_answered_all_the_same():
 
 
 def test_faults_in_force_keep_runs_out_of_the_device_queue():
-    registry, session, servicer, entry, model_id = _session_with_model(
+    registry, session, runner, entry, model_id = _session_with_model(
         faults=FaultInjection(run_delay_ms=1))
     payload = _request(session, model_id)
-    servicer.run_packet(session, payload, None)
-    holder, release = _holding_the_device(servicer)
-    assert not servicer.queue_run(session, payload, lambda: None)
+    runner.run_packet(session, payload, None)
+    holder, release = _holding_the_device(runner)
+    assert not runner.queue(session, payload, lambda: None)
     release.set()
     holder.join(10)
-    servicer.scheduler.close()
+    runner.scheduler.close()
     registry.close(session)
 
 

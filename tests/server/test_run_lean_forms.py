@@ -16,8 +16,9 @@ import pytest
 from nnrt.client.core import driver as core_driver
 from nnrt.common.errors import NNRT_INVALID_MODEL, NNRT_SUCCESS
 from nnrt.protos import hdi_pb2 as pb
-from nnrt.server import servicers, sessions
+from nnrt.server import sessions
 from tests.conftest import start_driver
+from tests.server.test_run_fast_path import ChannelRunner
 from tests.helpers.hdi_models import add_model, io
 
 pytestmark = pytest.mark.multiprocess
@@ -162,12 +163,12 @@ def test_a_known_request_is_looked_up_once_per_packet_and_never_outlives_its_mod
     those bytes then finds no model (NNRT_INVALID_MODEL), the model is not kept alive."""
     from tests.server.test_run_fast_path import _request, _session_with_model
 
-    registry, session, servicer, entry, model_id = _session_with_model()
+    registry, session, runner, entry, model_id = _session_with_model()
     payload = _request(session, model_id)
-    assert pb.RunReply.FromString(servicer.run_packet(session, payload, None)).returnCode == \
+    assert pb.RunReply.FromString(runner.run_packet(session, payload, None)).returnCode == \
         NNRT_SUCCESS
     packet = payload[:1] + payload[1:]  # a fresh packet of known bytes, as the channel gives
-    assert servicer.run_estimate(session, packet) is not None
+    assert runner.estimate(session, packet) is not None
     assert session.known_run is not None and session.known_run[0] is packet
     lookups = []
     real_get = dict.get
@@ -178,16 +179,16 @@ def test_a_known_request_is_looked_up_once_per_packet_and_never_outlives_its_mod
             return real_get(self, key, default)
 
     entry.checked_requests = Counting(entry.checked_requests)
-    assert pb.RunReply.FromString(servicer.run_packet(session, packet, None)).returnCode == \
+    assert pb.RunReply.FromString(runner.run_packet(session, packet, None)).returnCode == \
         NNRT_SUCCESS
     assert lookups == []  # found through the estimate's lookup
     other = payload[:1] + payload[1:]
-    assert pb.RunReply.FromString(servicer.run_packet(session, other, None)).returnCode == \
+    assert pb.RunReply.FromString(runner.run_packet(session, other, None)).returnCode == \
         NNRT_SUCCESS
     assert len(lookups) == 1  # another packet: looked up itself
     session.release_prepared(model_id)
     assert session.known_run is None
-    reply = pb.RunReply.FromString(servicer.run_packet(session, other, None))
+    reply = pb.RunReply.FromString(runner.run_packet(session, other, None))
     assert reply.returnCode == NNRT_INVALID_MODEL
     registry.close(session)
     assert session.known_run is None
@@ -205,8 +206,8 @@ def test_stop_waits_for_the_runs_in_flight(tmp_path):
         finished.set()
         return pb.RunReply().SerializeToString()
 
-    server = sessions.SessionChannelServer(tmp_path / "s.session", registry, slow_run,
-                                           workers=2)
+    server = sessions.SessionChannelServer(tmp_path / "s.session", registry,
+                                           ChannelRunner(slow_run), workers=2)
     server.start()
     client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -233,8 +234,9 @@ def _quick_channel(tmp_path, policy: sessions.ChannelPolicy):
     channel's own thread), and a connected client socket past the greeting."""
     registry = sessions.SessionRegistry()
     server = sessions.SessionChannelServer(
-        tmp_path / "q.session", registry, lambda *a: pb.RunReply().SerializeToString(),
-        workers=2, policy=policy, estimate=lambda session, payload: 1e-5)
+        tmp_path / "q.session", registry,
+        ChannelRunner(lambda *a: pb.RunReply().SerializeToString(), 1e-5),
+        workers=2, policy=policy)
     server.start()
     client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     client.settimeout(5)
