@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,13 +53,24 @@ def client_main(args: argparse.Namespace) -> int:
         executor.run(x)
     print("ready", flush=True)
     time.sleep(max(0.0, args.start_at - time.time()))
+    profile = None
+    if args.profile:
+        import cProfile
+
+        profile = cProfile.Profile()
     latencies, end = [], time.monotonic() + args.seconds
     cpu = time.process_time()
+    if profile is not None:
+        profile.enable()
     while time.monotonic() < end:
         started = time.monotonic()
         executor.run(x)
         latencies.append(time.monotonic() - started)
-    print(json.dumps({"latencies": latencies, "cpu_s": time.process_time() - cpu}), flush=True)
+    cpu = time.process_time() - cpu
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(args.profile)
+    print(json.dumps({"latencies": latencies, "cpu_s": cpu}), flush=True)
     return 0
 
 
@@ -66,8 +78,9 @@ RATIO_TARGET = 1.6  # 8 clients' aggregate over one client's
 FAIRNESS_TARGET = 1.5  # issue 32: the worst client's p99 over the median client's
 
 
-def start_driver(directory: Path, engine: str, threads: int | None) -> subprocess.Popen:
-    extra = [] if threads is None else ["--threads", str(threads)]
+def start_driver(directory: Path, engine: str, threads: int | None,
+                 options: Sequence[str] = ()) -> subprocess.Popen:
+    extra = ([] if threads is None else ["--threads", str(threads)]) + list(options)
     proc = subprocess.Popen([sys.executable, "-m", "nnrt.server", "cpu", "--runtime-dir",
                              str(directory), "--engine", engine, "--log-level", "WARNING",
                              *extra])
@@ -96,10 +109,13 @@ def run_clients(count: int, args: argparse.Namespace, env: dict[str, str],
     """Each client's latencies, the clients' CPU seconds and the driver's over the timed
     window."""
     start_at = time.time() + 3.0 + 0.5 * count  # after every client compiled and warmed up
+    # --profile: the first client of the most clients profiles its timed loop
+    profiled = args.profile and count == max(int(c) for c in args.counts.split(","))
     procs = [subprocess.Popen(
         [sys.executable, __file__, "--client", "--seconds", str(args.seconds), "--start-at",
-         str(start_at), "--family", args.family, "--size", str(args.size)],
-        stdout=subprocess.PIPE, text=True, env=env) for _ in range(count)]
+         str(start_at), "--family", args.family, "--size", str(args.size),
+         *(["--profile", args.profile] if profiled and i == 0 else [])],
+        stdout=subprocess.PIPE, text=True, env=env) for i in range(count)]
     window: list[float] = []
 
     def sample() -> None:  # the driver's CPU over the clients' timed loops
@@ -239,9 +255,14 @@ def main() -> int:
     parser.add_argument("--engine", default="ort", choices=["ort", "numpy"])
     parser.add_argument("--threads", type=int, default=None,
                         help="the driver's --threads (default: its own, the usable cores)")
+    parser.add_argument("--driver-options", default="",
+                        help="more options of the CPU driver, e.g. --ort-spin")
     parser.add_argument("--family", default="resnet")
     parser.add_argument("--size", type=int, default=96)
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument("--profile", metavar="PATH",
+                        help="the first of the most clients runs its timed loop under "
+                             "cProfile and writes the stats there (its CPU a run grows)")
     parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--start-at", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -254,7 +275,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         env = dict(os.environ, NNRT_RUNTIME_DIR=str(directory), NNRT_NO_EMBEDDED="1")
-        driver = start_driver(directory, args.engine, args.threads)
+        driver = start_driver(directory, args.engine, args.threads,
+                              args.driver_options.split())
         try:
             # The lowered model first: between rounds the driver idles (asleep) while
             # onnxruntime alone measures the ceiling, so both see the machine of the moment.
@@ -281,7 +303,7 @@ def main() -> int:
             for i, count in enumerate(counts)]
     base = rows[0].runs_per_s
     print(f"{args.family} {args.size}x{args.size}, engine {args.engine}, threads "
-          f"{args.threads or 'default'}, {args.seconds:g} s per count, {len(per_round)} "
+          f"{args.threads or 'default'} {args.driver_options}, {args.seconds:g} s per count, {len(per_round)} "
           f"round(s) (medians), {os.cpu_count()} CPUs")
     print("clients  runs/s   vs 1   median p99 ms  worst p99 ms  worst/median  client 0 median ms"
           "  CPU µs a run: clients  driver")

@@ -191,7 +191,7 @@ class CpuDevice(Device):
     capabilities = Capabilities(float16=True, dynamic_input=True, model_cache=True)
 
     def __init__(self, engine: str = "ort", threads: int | None = None,
-                 int8_kernels: str | None = None) -> None:
+                 int8_kernels: str | None = None, ort_spin: bool = False) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
         if engine == "ort" and not onnxruntime_importable():
@@ -201,11 +201,13 @@ class CpuDevice(Device):
         self.engine = engine
         self.threads = None
         self.int8_kernels = None
+        self.ort_spin = ort_spin and engine == "ort"
         if engine == "ort":
             from nnrt.drivers.cpu.ort import engine as ort_engine
             from nnrt.drivers.cpu.ort import int8_kernels as ort_int8
 
             self.threads = ort_engine.configure_threads(threads)
+            ort_engine.configure_spinning(ort_spin)
             self.int8_kernels = ort_int8.configure(int8_kernels)
             # One run per core at once (the host queues the rest, sessions in turn); a run
             # alone has them all (`--threads`), runs that share them one thread each
@@ -215,7 +217,9 @@ class CpuDevice(Device):
         self._lock = threading.Lock()
         self._nodes = [0, 0]  # nodes of live prepared models on onnxruntime, on numpy
         log.info("CPU engine: %s%s", engine,
-                 f" ({self.threads} intra-op threads)" if self.threads else "")
+                 f" ({self.threads} intra-op threads); onnxruntime's pool threads "
+                 f"{'spin (--ort-spin)' if ort_spin else 'sleep between runs'}"
+                 if self.threads else "")
 
     @property
     def identity(self) -> str:
@@ -234,6 +238,7 @@ class CpuDevice(Device):
         if self.threads:
             details["threads"] = str(self.threads)
             details["concurrent_runs"] = str(self.concurrent_runs)
+            details["ort_spin"] = "on" if self.ort_spin else "off"
             details["nodes_onnxruntime"] = str(ort_nodes)
             details["int8_kernels"] = self.int8_kernels.describe()
         details["nodes_numpy"] = str(numpy_nodes)

@@ -14,6 +14,7 @@ from nnrt.hdi.device import Device
 from nnrt.hdi.plugin import DriverKind
 
 ENGINE_ENV = "NNRT_CPU_ENGINE"
+SPIN_ENV = "NNRT_ORT_SPIN"
 
 
 def add_options(group: argparse._ArgumentGroup) -> None:
@@ -29,11 +30,19 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                             f"${int8_kernels.ENV}): u8s8 where the CPU makes them exact "
                             "(VNNI; ARM), s8s8 elsewhere (u8s8 saturates without VNNI), each "
                             "checked at start; numpy: quantised nodes on the numpy kernels")
+    group.add_argument("--ort-spin", action="store_true", default=None,
+                       help="onnxruntime's pool threads spin between a run's parallel "
+                            "sections and for a while after it: for a driver that owns the "
+                            f"machine (default, unless ${SPIN_ENV}=1: they sleep, leaving the "
+                            "cores to other processes)")
 
 
 def check_options(options: argparse.Namespace) -> None:
     if options.threads is not None and options.threads <= 0:
         raise ValueError("--threads must be > 0")
+    spin_env = os.environ.get(SPIN_ENV)
+    if options.ort_spin is None and spin_env not in (None, "", "0", "1"):
+        raise ValueError(f"${SPIN_ENV}={spin_env!r} is not 0 or 1")
     int8_env = os.environ.get(int8_kernels.ENV)
     if options.int8_kernels is None and int8_env and \
             int8_env.lower() not in int8_kernels.CHOICES:
@@ -46,8 +55,11 @@ def create(options: argparse.Namespace) -> Device:
 
     # NNRT_CPU_ENGINE: the default engine of every CPU driver started without --engine
     # (how the test suite runs whole with either engine).
+    spin = options.ort_spin
+    if spin is None:
+        spin = os.environ.get(SPIN_ENV, "0") == "1"
     return CpuDevice(engine=options.engine or os.environ.get(ENGINE_ENV, "ort"),
-                     threads=options.threads, int8_kernels=options.int8_kernels)
+                     threads=options.threads, int8_kernels=options.int8_kernels, ort_spin=spin)
 
 
 KIND = DriverKind(name="cpu", summary="the CPU: onnxruntime (--engine ort, default) or the "

@@ -410,7 +410,7 @@ def test_the_driver_serves_either_engine_and_reports_it(tmp_path):
 
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("args, message", [
-    (["gpu", "--engine", "ort"], "--engine, --threads and --int8-kernels are options of the cpu driver"),
+    (["gpu", "--engine", "ort"], "--engine, --threads, --int8-kernels and --ort-spin are options of the cpu driver"),
     (["cpu", "--threads", "0"], "--threads must be > 0"),
     (["cpu", "--engine", "tensorrt"], "invalid choice"),
 ])
