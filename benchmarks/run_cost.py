@@ -98,9 +98,9 @@ def probe_driver(directory: str, dump: str) -> int:
     import selectors
 
     from nnrt.common import session_channel
-    from nnrt.server import execution, main, runner, sessions
+    from nnrt.server import channel_server, execution, main, runner
 
-    server = sessions.SessionChannelServer
+    server = channel_server.SessionChannelServer
     server._serve = timed_stage("serve", server._serve)
     server._start_run = timed_stage("start_run", server._start_run)
     server._spin = timed_stage("poll", server._spin)

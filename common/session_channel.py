@@ -47,7 +47,7 @@ so no nesting can drive the parser into deep recursion. Every packet is answered
 the session closed: a Run packet shorter than its header (whose seq cannot be read) gets
 `{"seq": null, "returnCode": 3}`; an empty packet reads as end of file and ends the session.
 
-Flow control (server/sessions.py), so that no client can stall another:
+Flow control (server/channel_server.py, channel_connection.py), so that no client can stall another:
 - The driver never waits on a client. Each connection has a bounded outgoing queue
   (packets the socket did not take at once); a client that stops reading until the queue
   is full is dropped, its session ended as at a disconnect.

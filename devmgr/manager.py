@@ -35,7 +35,8 @@ from nnrt.devmgr.config import (
 )
 from nnrt.common.devmgr_ctl import ControlServer, DevmgrAlreadyRunning, DriverState, ManagerState
 from nnrt.server.sd_notify import Notifier
-from nnrt.server.sessions import ACCEPT_BACKOFF_INITIAL, ACCEPT_BACKOFF_MAX, peer_credentials
+from nnrt.server.channel_connection import peer_credentials
+from nnrt.server.channel_server import ACCEPT_BACKOFF_INITIAL, ACCEPT_BACKOFF_MAX
 from nnrt.common.runtime_dir import ENV as RUNTIME_DIR_ENV
 
 from .probes import MARKER_ENV
@@ -180,7 +181,7 @@ class DeviceManager:
         """Serve the control socket's pending connections. When accept() fails for want of a
         resource (EMFILE at the fd limit, ...) it fails again at once and a level-triggered
         selector would spin on it: the socket is not polled for a backoff (10 ms doubling
-        to 1 s, as the drivers' session channel, server/sessions.py), the episode logged once
+        to 1 s, as the drivers' session channel, server/channel_server.py), the episode logged once
         and at recovery; clients wait in the listen queue meanwhile."""
         try:
             taken = self._ctl.accept()

@@ -53,7 +53,9 @@ from nnrt.server.faults import FaultInjection
 from nnrt.server.run_scheduler import RunScheduler
 from nnrt.common.runtime_dir import ADMIN_METADATA_KEY
 from nnrt.common.session_channel import METADATA_KEY
-from nnrt.server.sessions import ChannelPolicy, Session, SessionRegistry, UidLedger
+from nnrt.server.channel_connection import ChannelPolicy
+from nnrt.server.sessions import Session, SessionRegistry
+from nnrt.server.uid_quotas import UidLedger
 from nnrt.server.stats import LATENCY_BUCKETS, RunStats
 
 log = logging.getLogger(__name__)

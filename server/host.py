@@ -55,7 +55,9 @@ from nnrt.common.runtime_dir import (UnsafeRuntimeDir, admin_token_path, ensure_
                                      write_admin_token)
 from nnrt.server.runner import Runner
 from nnrt.server.servicers import DeviceServicer, PreparedModelServicer
-from nnrt.server.sessions import ChannelPolicy, SessionChannelServer, SessionRegistry
+from nnrt.server.channel_connection import ChannelPolicy
+from nnrt.server.channel_server import SessionChannelServer
+from nnrt.server.sessions import SessionRegistry
 from nnrt.server.stats import RunStats
 
 

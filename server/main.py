@@ -62,8 +62,9 @@ from nnrt.server.sd_notify import Notifier, keep_watchdog
 from nnrt.common.devmgr_cli import metrics_address, parse_address
 from nnrt.common.version import installed_version
 from nnrt.common.runtime_dir import DriverLock, NameLocked, UnsafeRuntimeDir, runtime_dir
-from nnrt.server.sessions import (DEFAULT_MAX_RUNS_PER_SESSION, DEFAULT_MAX_SESSIONS_PER_UID,
-                                  MAX_SPIN_US, SPIN_S, ChannelPolicy)
+from nnrt.server.channel_connection import DEFAULT_MAX_RUNS_PER_SESSION, SPIN_S, ChannelPolicy
+from nnrt.server.channel_server import MAX_SPIN_US
+from nnrt.server.uid_quotas import DEFAULT_MAX_SESSIONS_PER_UID
 
 log = logging.getLogger("nnrt.driver")
 

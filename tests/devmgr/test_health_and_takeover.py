@@ -24,7 +24,7 @@ from nnrt.devmgr.config import Settings, load_config
 from nnrt.common.devmgr_ctl import DevmgrUnavailable
 from nnrt.server.host import DriverHost
 from nnrt.common.runtime_dir import grpc_socket
-from nnrt.server.sessions import SessionChannelServer
+from nnrt.server.channel_server import SessionChannelServer
 from nnrt.server.stats import RunStats
 
 from tests.conftest import health_status, start_driver, wait_until

@@ -25,8 +25,8 @@ from nnrt.server.faults import FaultInjection
 from nnrt.hdi.graph import DYNAMIC
 from nnrt.server.run_scheduler import RunScheduler
 from nnrt.server.runner import Runner
-from nnrt.server.sessions import (QUICK_RUN_S, SOLO_RUN_S, PreparedEntry, SessionChannelServer,
-                                  SessionRegistry)
+from nnrt.server.channel_server import QUICK_RUN_S, SOLO_RUN_S, SessionChannelServer
+from nnrt.server.sessions import PreparedEntry, SessionRegistry
 from nnrt.common import session_channel as channel
 from tests.conftest import wait_until
 from tests.hdi.reference.util import GraphBuilder
@@ -429,10 +429,10 @@ def test_faults_in_force_keep_runs_out_of_the_device_queue():
 def test_a_reply_being_sent_does_not_hold_up_the_next_runs_admission(monkeypatch):
     """The thread sending a reply can lose its CPU to the client it wakes; the session
     channel's thread admitting that client's next Run must not wait for it."""
-    from nnrt.server.sessions import ChannelPolicy, _Connection
+    from nnrt.server.channel_connection import ChannelPolicy, Connection
 
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    connection = _Connection(a, SessionRegistry().open(None), ChannelPolicy(), lambda c: None)
+    connection = Connection(a, SessionRegistry().open(None), ChannelPolicy(), lambda c: None)
     sending, resume = threading.Event(), threading.Event()
     real_send = channel.send_packet
 

@@ -16,7 +16,7 @@ import pytest
 from nnrt.client.core import driver as core_driver
 from nnrt.common.errors import NNRT_INVALID_MODEL, NNRT_SUCCESS
 from nnrt.protos import hdi_pb2 as pb
-from nnrt.server import sessions
+from nnrt.server import channel_connection, channel_server, sessions
 from tests.conftest import start_driver
 from tests.server.test_run_fast_path import ChannelRunner
 from tests.helpers.hdi_models import add_model, io
@@ -145,13 +145,13 @@ def test_more_pending_is_a_poll_of_the_connection():
     try:
         poller = select.poll()
         poller.register(ours, select.POLLIN)
-        assert not sessions._more_pending(poller)
+        assert not channel_server._more_pending(poller)
         theirs.send(b"R" + bytes(16))
-        assert sessions._more_pending(poller)
+        assert channel_server._more_pending(poller)
         ours.recv(64)
-        assert not sessions._more_pending(poller)
+        assert not channel_server._more_pending(poller)
         theirs.close()
-        assert sessions._more_pending(poller)
+        assert channel_server._more_pending(poller)
     finally:
         ours.close()
         theirs.close()
@@ -206,14 +206,14 @@ def test_stop_waits_for_the_runs_in_flight(tmp_path):
         finished.set()
         return pb.RunReply().SerializeToString()
 
-    server = sessions.SessionChannelServer(tmp_path / "s.session", registry,
+    server = channel_server.SessionChannelServer(tmp_path / "s.session", registry,
                                            ChannelRunner(slow_run), workers=2)
     server.start()
     client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         client.connect(str(tmp_path / "s.session"))
         client.recv(4096)  # the greeting
-        client.send(b"R" + sessions.channel.RUN_REQUEST.pack(1, 0, 0) + b"\x08\x01")
+        client.send(b"R" + channel_server.channel.RUN_REQUEST.pack(1, 0, 0) + b"\x08\x01")
         deadline = time.monotonic() + 5
         while server._runs == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -229,11 +229,11 @@ def test_stop_waits_for_the_runs_in_flight(tmp_path):
         client.close()
 
 
-def _quick_channel(tmp_path, policy: sessions.ChannelPolicy):
+def _quick_channel(tmp_path, policy: channel_connection.ChannelPolicy):
     """An in-process session channel whose every Run is quick and known (answered on the
     channel's own thread), and a connected client socket past the greeting."""
     registry = sessions.SessionRegistry()
-    server = sessions.SessionChannelServer(
+    server = channel_server.SessionChannelServer(
         tmp_path / "q.session", registry,
         ChannelRunner(lambda *a: pb.RunReply().SerializeToString(), 1e-5),
         workers=2, policy=policy)
@@ -251,15 +251,15 @@ def test_the_driver_polls_for_the_next_run_only_when_told(tmp_path, monkeypatch,
     """By default (--spin-us 0 now) the channel's thread sleeps after a quick run of a lone
     client; with a window set it polls for that client's next Run, back to back."""
     calls = []
-    real = sessions.SessionChannelServer._spin
-    monkeypatch.setattr(sessions.SessionChannelServer, "_spin",
+    real = channel_server.SessionChannelServer._spin
+    monkeypatch.setattr(channel_server.SessionChannelServer, "_spin",
                         lambda self: calls.append(1) or real(self))
-    policy = sessions.ChannelPolicy() if spin_s is None else sessions.ChannelPolicy(
+    policy = channel_connection.ChannelPolicy() if spin_s is None else channel_connection.ChannelPolicy(
         spin_s=spin_s)
     server, client = _quick_channel(tmp_path, policy)
     try:
         for seq in range(1, 200):
-            client.send(b"R" + sessions.channel.RUN_REQUEST.pack(seq, 0, 5) + b"\x08\x01")
+            client.send(b"R" + channel_server.channel.RUN_REQUEST.pack(seq, 0, 5) + b"\x08\x01")
             assert client.recv(4096)[:9] == b"R" + seq.to_bytes(8, "little")
         assert bool(calls) == polls
     finally:

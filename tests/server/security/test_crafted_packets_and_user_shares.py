@@ -41,13 +41,9 @@ from nnrt.common.errors import (
     NNRT_SUCCESS,
 )
 from nnrt.protos import admin_pb2_grpc
-from nnrt.server.sessions import (
-    MAX_QUEUED_FDS,
-    ChannelPolicy,
-    SessionChannelServer,
-    SessionRegistry,
-    _Connection,
-)
+from nnrt.server.channel_connection import MAX_QUEUED_FDS, ChannelPolicy, Connection
+from nnrt.server.channel_server import SessionChannelServer
+from nnrt.server.sessions import SessionRegistry
 from tests.conftest import memfd_mappings, open_fds, start_driver, wait_until
 from tests.helpers.channel_load import ROOT
 from tests.helpers.raw_session import raw_session
@@ -212,7 +208,7 @@ def test_a_reply_that_cannot_be_sent_or_encoded_closes_its_fd(monkeypatch):
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     registry = SessionRegistry()
     session = registry.open(None)
-    connection = _Connection(ours, session, ChannelPolicy(), lambda c: None)
+    connection = Connection(ours, session, ChannelPolicy(), lambda c: None)
     try:
         duplicate = os.dup(theirs.fileno())
         SessionChannelServer._reply(connection, {"seq": {1, 2}, "returnCode": 0}, [duplicate])
@@ -377,7 +373,7 @@ def test_sessions_beyond_the_per_uid_cap_are_refused_and_another_uid_connects(sh
         assert wait_until(lambda: open_fds(pid) <= fds_at_cap, TIMEOUT), \
             open_fds(pid) - fds_at_cap
         # One WARNING line for the episode (the rest counted in the next one).
-        assert driver.log().count(f"WARNING nnrt.server.sessions: session channel: refused "
+        assert driver.log().count(f"WARNING nnrt.server.channel_server: session channel: refused "
                                   f"pid {os.getpid()}: {reason}") == 1
         other = _as_other_uid(driver, [MIB])
         assert "refused" not in other and other["codes"] == [NNRT_SUCCESS], other

@@ -31,7 +31,7 @@ from nnrt.common.errors import (
     NNRT_INVALID_PARAMETER,
     NNRT_SUCCESS,
 )
-from nnrt.server.sessions import ChannelPolicy
+from nnrt.server.channel_connection import ChannelPolicy
 
 from tests.conftest import memfd_mappings, open_fds, start_driver, wait_until
 from tests.helpers.channel_load import FLOODER, ROOT, Steady, rss_mb
