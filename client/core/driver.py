@@ -30,11 +30,13 @@ owner check: in a trusted directory only trusted users can bind it.
 
 Buffers come back as `SharedMemory` (buffer.py): the client's own mapping of the driver's
 memfd, plus the fd, valid as long as the client keeps it, whatever happens to the driver.
+
+The HDI methods other than Run are `HdiCalls` (hdi_calls.py); a Run's bytes, its wait and
+its cancel handle are run_framing.py's. This module is the transport and Run itself.
 """
 
 from __future__ import annotations
 
-import _thread
 import itertools
 import logging
 import math
@@ -49,18 +51,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import grpc
-from google.protobuf import empty_pb2
 
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_pb2_grpc as rpc
 from nnrt.protos import hdi_types_pb2 as ht
-from nnrt.protos import model_types_pb2 as mt
 from nnrt.common import session_channel as channel
 from nnrt.common.cpus import usable_cores
-from nnrt.common.errors import NNRT_SUCCESS, NNRT_TIME_OUT, code_name
+from nnrt.common.errors import NNRT_SUCCESS
 
-from .buffer import SharedMemory
 from .errors import DriverGone, UntrustedDriver
+from .hdi_calls import HdiCalls
+from .run_framing import (PROFILE_FIELD, RunTicket, Waiter, io_messages, run_request_bytes,
+                          unless_past_deadline)
 from nnrt.common.runtime_dir import (SERVICE_USER_ENV, UnsafeRuntimeDir, check_runtime_dir,
                                      grpc_socket, runtime_dir, session_socket, trusted_uids)
 
@@ -94,101 +96,12 @@ def spin_seconds() -> float:
         value = DEFAULT_SPIN_US
     return value / 1e6
 
-_EMPTY = empty_pb2.Empty()
 _MAX_KEPT_REQUESTS = 256  # Run requests' bytes a session keeps (`DriverClient.run_reply`)
 _MAX_KEPT_REPLIES = 256  # successful Run replies a session keeps decoded (`DriverClient.run`)
 _perf_counter = time.perf_counter
 _MAX_MESSAGE_BYTES = 64 << 20
 _RUN_HEADER = channel.RUN_REQUEST.pack  # Run packet: RUN | seq, timeout_ms, think | RunRequest
 _RUN_OVERHEAD = len(channel.RUN) + channel.RUN_REQUEST.size
-
-
-class _Waiter:
-    """One request's wait for its reply: a lock held from the start and released to wake
-    the waiting caller — by the reader with the reply (`deliver`), at the session's death,
-    or to make it the reader (`wake` without a reply: the caller looks again). Far cheaper
-    than a threading.Event per request."""
-
-    __slots__ = ("_lock", "reply", "fds", "answered", "flags")
-
-    def __init__(self) -> None:
-        self._lock = _thread.allocate_lock()
-        self._lock.acquire()
-        self.reply = None
-        self.fds: list[int] = []
-        self.answered = False
-        self.flags = 0  # a Run reply's (channel.REPLY_POLL)
-
-    def deliver(self, reply, fds: list[int], flags: int = 0) -> None:
-        self.reply, self.fds, self.flags, self.answered = reply, fds, flags, True
-        self.wake()
-
-    def wake(self) -> None:
-        try:
-            self._lock.release()
-        except RuntimeError:  # already woken, not yet waited for: it looks again anyway
-            pass
-
-    def sleep(self, timeout: float | None) -> None:
-        """Until woken, or `timeout` seconds (None: no limit)."""
-        if timeout is None:
-            self._lock.acquire()
-        elif timeout > 0:
-            self._lock.acquire(True, timeout)
-
-
-# RunRequest (hdi.proto) by hand from serialized IOTensors: `preparedModelId = 1` as protobuf
-# writes it, then `inputs = 2` and `outputs = 3` as length-delimited records — byte for byte
-# what RunRequest(...).SerializeToString() gives, without building the message.
-_INPUT_TAG, _OUTPUT_TAG = b"\x12", b"\x1a"
-_PROFILE_FIELD = b"\xa0\x06\x01"  # `profile = 100` true (nnrt bench --profile)
-_SMALL_VARINTS = [bytes((n,)) for n in range(128)]
-_run_prefixes: dict[int, bytes] = {}
-
-
-def _varint(n: int) -> bytes:
-    if n < 128:
-        return _SMALL_VARINTS[n]
-    out = bytearray()
-    while n >= 128:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _run_prefix(model_id: int) -> bytes:
-    if type(model_id) is not int:  # anything else: protobuf's own checks and errors
-        return pb.RunRequest(preparedModelId=model_id).SerializeToString()
-    prefix = _run_prefixes.get(model_id)
-    if prefix is None:
-        prefix = pb.RunRequest(preparedModelId=model_id).SerializeToString()
-        if len(_run_prefixes) >= 1024:
-            _run_prefixes.clear()
-        _run_prefixes[model_id] = prefix
-    return prefix
-
-
-def run_request_bytes(model_id: int, inputs: Sequence[ht.IOTensor | bytes],
-                      outputs: Sequence[ht.IOTensor | bytes]) -> bytes:
-    """The serialized RunRequest; each tensor an IOTensor or its serialized bytes."""
-    parts = [_run_prefix(model_id)]
-    for tag, tensors in ((_INPUT_TAG, inputs), (_OUTPUT_TAG, outputs)):
-        for tensor in tensors:
-            if type(tensor) is not bytes:
-                if not isinstance(tensor, ht.IOTensor):  # protobuf's conversions and errors
-                    return pb.RunRequest(preparedModelId=model_id, inputs=_messages(inputs),
-                                         outputs=_messages(outputs)).SerializeToString()
-                tensor = tensor.SerializeToString()
-            parts.append(tag)
-            parts.append(_varint(len(tensor)))
-            parts.append(tensor)
-    return b"".join(parts)
-
-
-def _messages(tensors: Sequence[ht.IOTensor | bytes]) -> list:
-    """IOTensor messages of tensors given as messages or serialized bytes."""
-    return [ht.IOTensor.FromString(t) if type(t) is bytes else t for t in tensors]
 
 
 _RUN_BYTE = channel.RUN[0]
@@ -228,52 +141,7 @@ def _check_peer(sock: socket.socket, session_path: Path, grpc_path: Path) -> Non
             f"(mode {st.st_mode:o}, owner uid {st.st_uid}); nothing was sent to it")
 
 
-class RunTicket:
-    """A handle on one Run in flight, to cancel it from another thread (`cancel`). A cancel
-    that comes before the run has reached the driver takes effect as soon as it has."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.cancelled = False
-        self._target: tuple[DriverClient, int] | None = None
-
-    def started(self, client: DriverClient, seq: int) -> None:
-        with self._lock:
-            self._target = (client, seq)
-            cancel = self.cancelled
-        if cancel:
-            self._send(client, seq)
-
-    def cancel(self) -> None:
-        with self._lock:
-            if self.cancelled:
-                return
-            self.cancelled = True
-            target = self._target
-        if target is not None:
-            self._send(*target)
-
-    @staticmethod
-    def _send(client: DriverClient, seq: int) -> None:
-        try:
-            client.cancel_run(seq)
-        except DriverGone:
-            pass  # the driver is gone, and the run with it
-
-
-def _unless_past_deadline(reply: pb.RunReply, timeout: float | None,
-                          ticket: RunTicket | None) -> pb.RunReply:
-    """A Run's reply, or TimeoutError when it says the driver abandoned the run at the
-    deadline it was given: that answer can reach the caller before the caller's own timer
-    fires (a loaded machine), and the caller sees the same timeout either way. A run
-    cancelled through its ticket keeps its reply (its caller asked for that answer)."""
-    if timeout is not None and reply.returnCode == NNRT_TIME_OUT and \
-            not (ticket is not None and ticket.cancelled):
-        raise TimeoutError(f"Run exceeded {timeout} s (the driver abandoned it at that deadline)")
-    return reply
-
-
-class DriverClient:
+class DriverClient(HdiCalls):
     """A session with one driver. Thread-safe."""
 
     def __init__(self, grpc_path: Path, session_path: Path, *, timeout: float = 5.0) -> None:
@@ -282,7 +150,7 @@ class DriverClient:
         self._dead = threading.Event()
         self._death_reason = ""
         self._death_callbacks: list[Callable[[], None]] = []
-        self._waiters: dict[int, _Waiter] = {}
+        self._waiters: dict[int, Waiter] = {}
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
         self._reader = threading.Lock()  # held by the thread that reads the socket now
@@ -465,7 +333,7 @@ class DriverClient:
         if waiting:
             waiting[0].wake()
 
-    def _await(self, seq: int, waiter: _Waiter, timeout: float | None,
+    def _await(self, seq: int, waiter: Waiter, timeout: float | None,
                spin: float = 0.0) -> bool:
         """Wait for the reply to request `seq`, reading the socket while no other thread
         does. True once settled (answered, or the session is dead); False after `timeout`
@@ -561,7 +429,7 @@ class DriverClient:
 
     def _session_request(self, message: dict, fds: Sequence[int] = (), timeout: float = 5.0):
         seq = next(self._seq)
-        waiter = _Waiter()
+        waiter = Waiter()
         with self._lock:
             if self._dead.is_set():
                 raise self._gone()
@@ -577,148 +445,7 @@ class DriverClient:
             raise self._gone()
         return waiter.reply, waiter.fds
 
-    # -- INnrtDevice --------------------------------------------------------------------------
-
-    def get_version(self) -> pb.VersionReply:
-        return self._call(self.device.GetVersion, _EMPTY)
-
-    def get_device_name(self) -> pb.NameReply:
-        return self._call(self.device.GetDeviceName, _EMPTY)
-
-    def get_vendor_name(self) -> pb.NameReply:
-        return self._call(self.device.GetVendorName, _EMPTY)
-
-    def get_device_type(self) -> pb.DeviceTypeReply:
-        return self._call(self.device.GetDeviceType, _EMPTY)
-
-    def get_device_status(self) -> pb.DeviceStatusReply:
-        return self._call(self.device.GetDeviceStatus, _EMPTY)
-
-    def get_supported_operation(self, model: mt.Model) -> pb.GetSupportedOperationReply:
-        return self._call(self.device.GetSupportedOperation,
-                          pb.GetSupportedOperationRequest(model=model))
-
-    def is_float16_precision_supported(self) -> pb.IsSupportedReply:
-        return self._call(self.device.IsFloat16PrecisionSupported, _EMPTY)
-
-    def is_performance_mode_supported(self) -> pb.IsSupportedReply:
-        return self._call(self.device.IsPerformanceModeSupported, _EMPTY)
-
-    def is_priority_supported(self) -> pb.IsSupportedReply:
-        return self._call(self.device.IsPrioritySupported, _EMPTY)
-
-    def is_dynamic_input_supported(self) -> pb.IsSupportedReply:
-        return self._call(self.device.IsDynamicInputSupported, _EMPTY)
-
-    def is_model_cache_supported(self) -> pb.IsSupportedReply:
-        return self._call(self.device.IsModelCacheSupported, _EMPTY)
-
-    def prepare_model(self, model: mt.Model, config: ht.ModelConfig | None = None) -> pb.PrepareModelReply:
-        return self._call(self.device.PrepareModel,
-                          pb.PrepareModelRequest(model=model, config=config or ht.ModelConfig()))
-
-    def prepare_model_from_model_cache(self, cache: Sequence[ht.SharedBuffer],
-                                       config: ht.ModelConfig | None = None) -> pb.PrepareModelReply:
-        return self._call(self.device.PrepareModelFromModelCache,
-                          pb.PrepareModelFromModelCacheRequest(
-                              modelCache=cache, config=config or ht.ModelConfig()))
-
-    def prepare_offline_model(self, models: Sequence[ht.SharedBuffer],
-                              config: ht.ModelConfig | None = None) -> pb.PrepareModelReply:
-        return self._call(self.device.PrepareOfflineModel,
-                          pb.PrepareOfflineModelRequest(
-                              offlineModels=models, config=config or ht.ModelConfig()))
-
-    def allocate_buffer(self, length: int) -> tuple[int, SharedMemory | None]:
-        """AllocateBuffer, then fetch and map its memfd: (returnCode, memory or None)."""
-        reply = self._call(self.device.AllocateBuffer, pb.AllocateBufferRequest(length=length))
-        if reply.returnCode != NNRT_SUCCESS:
-            return reply.returnCode, None
-        return self.map_buffer(reply.buffer)
-
-    def map_buffer(self, buffer: ht.SharedBuffer) -> tuple[int, SharedMemory | None]:
-        """Fetch the fd of a buffer of this session (AllocateBuffer's, ExportModelCache's)
-        over the session channel and map it: (returnCode, memory or None)."""
-        answer, fds = self._session_request({"op": "fetch", "bufferId": buffer.bufferId})
-        if answer.get("returnCode") != NNRT_SUCCESS or len(fds) != 1:
-            channel.close_fds(fds)
-            return answer.get("returnCode", ht.NNRT_FAILED), None
-        memory = SharedMemory(buffer.bufferId, fds[0], buffer.bufferSize)
-        memory.client = self
-        return NNRT_SUCCESS, memory
-
-    def fetch_bytes(self, buffer: ht.SharedBuffer) -> bytes | None:
-        """The bytes of a window of a driver-owned buffer of this session (an exported cache blob).
-
-        What `allocate_buffer` does after its RPC: fetch the memfd over the session channel, map
-        it, copy the window out, unmap. None (logged) when that fails.
-        """
-        if buffer.offset + buffer.dataSize > buffer.bufferSize:
-            log.warning("driver buffer %d: window [%d, +%d) outside %d bytes", buffer.bufferId,
-                        buffer.offset, buffer.dataSize, buffer.bufferSize)
-            return None
-        answer, fds = self._session_request({"op": "fetch", "bufferId": buffer.bufferId})
-        if answer.get("returnCode") != NNRT_SUCCESS or len(fds) != 1:
-            channel.close_fds(fds)
-            log.warning("fetching driver buffer %d failed: %s", buffer.bufferId,
-                        code_name(answer.get("returnCode", -1)))
-            return None
-        if buffer.bufferSize == 0:
-            channel.close_fds(fds)
-            return b""
-        try:
-            memory = SharedMemory(buffer.bufferId, fds[0], buffer.bufferSize)
-        except (OSError, ValueError) as exc:
-            channel.close_fds(fds)
-            log.warning("mapping driver buffer %d failed: %s", buffer.bufferId, exc)
-            return None
-        try:
-            view = memory.view(buffer.offset, buffer.dataSize)
-            data = bytes(view)
-            view.release()
-            return data
-        finally:
-            memory.close()
-
-    def register_fd(self, fd: int) -> tuple[int, SharedMemory | None]:
-        """Make the caller's memfd a buffer of this session; the caller keeps its own fd."""
-        answer, fds = self._session_request({"op": "import"}, [fd])
-        channel.close_fds(fds)
-        if answer.get("returnCode") != NNRT_SUCCESS:
-            return answer["returnCode"], None
-        own = os.dup(fd)
-        memory = SharedMemory(answer["bufferId"], own, answer["bufferSize"])
-        memory.client = self
-        return NNRT_SUCCESS, memory
-
-    def import_fd(self, fd: int) -> tuple[int, int, int]:
-        """Make the caller's memfd a buffer of this session without mapping it here:
-        (returnCode, bufferId, bufferSize). The caller keeps its fd and its own mapping."""
-        answer, fds = self._session_request({"op": "import"}, [fd])
-        channel.close_fds(fds)
-        code = answer.get("returnCode", ht.NNRT_FAILED)
-        if code != NNRT_SUCCESS:
-            return code, 0, 0
-        return NNRT_SUCCESS, answer["bufferId"], answer["bufferSize"]
-
-    def release_buffer(self, buffer: ht.SharedBuffer | SharedMemory) -> pb.ReturnCodeReply:
-        """ReleaseBuffer on the driver. The client's mapping is closed by SharedMemory.close()."""
-        if isinstance(buffer, SharedMemory):
-            buffer = buffer.descriptor()
-        return self._call(self.device.ReleaseBuffer, pb.ReleaseBufferRequest(buffer=buffer))
-
-    # -- IPreparedModel -----------------------------------------------------------------------
-
-    def prepared_model_version(self, model_id: int) -> pb.VersionReply:
-        return self._call(self.prepared.GetVersion, pb.PreparedModelRef(preparedModelId=model_id))
-
-    def export_model_cache(self, model_id: int) -> pb.ExportModelCacheReply:
-        return self._call(self.prepared.ExportModelCache,
-                          pb.PreparedModelRef(preparedModelId=model_id))
-
-    def get_input_dim_ranges(self, model_id: int) -> pb.GetInputDimRangesReply:
-        return self._call(self.prepared.GetInputDimRanges,
-                          pb.PreparedModelRef(preparedModelId=model_id))
+    # -- IPreparedModel: Run (the session channel's fast path, or gRPC) ---------------------
 
     def run(self, model_id: int, inputs: Sequence[ht.IOTensor | bytes],
             outputs: Sequence[ht.IOTensor | bytes], timeout: float | None = None,
@@ -748,7 +475,7 @@ class DriverClient:
         reply = self._replies.get(raw)
         if reply is not None:
             return reply
-        reply = _unless_past_deadline(pb.RunReply.FromString(raw), timeout, ticket)
+        reply = unless_past_deadline(pb.RunReply.FromString(raw), timeout, ticket)
         if not reply.returnCode and not reply.reason and not profile:
             if len(self._replies) >= _MAX_KEPT_REPLIES:
                 self._replies.clear()
@@ -774,7 +501,7 @@ class DriverClient:
         if data is None:
             data = run_request_bytes(model_id, inputs, outputs)
             if profile:
-                data += _PROFILE_FIELD
+                data += PROFILE_FIELD
             if _RUN_OVERHEAD + len(data) > channel.MAX_PACKET:
                 return self.run_grpc(model_id, inputs, outputs, timeout, ticket,
                                      profile).SerializeToString()
@@ -784,7 +511,7 @@ class DriverClient:
                 self._requests[key] = data
         timeout_ms = 0 if timeout is None else max(1, math.ceil(timeout * 1000))
         seq = next(self._seq)
-        waiter = _Waiter()
+        waiter = Waiter()
         with self._lock:
             if self._dead.is_set():
                 raise self._gone()
@@ -829,14 +556,10 @@ class DriverClient:
         `ticket` does not cancel it (a cancelled gRPC call would not say when the driver is
         done with the buffers): such a run ends at its end or its deadline."""
         reply = self._call(self.prepared.Run,
-                           pb.RunRequest(preparedModelId=model_id, inputs=_messages(inputs),
-                                         outputs=_messages(outputs), profile=profile),
+                           pb.RunRequest(preparedModelId=model_id, inputs=io_messages(inputs),
+                                         outputs=io_messages(outputs), profile=profile),
                            timeout)
-        return _unless_past_deadline(reply, timeout, ticket)
-
-    def release_prepared_model(self, model_id: int) -> pb.ReturnCodeReply:
-        return self._call(self.prepared.ReleasePreparedModel,
-                          pb.PreparedModelRef(preparedModelId=model_id))
+        return unless_past_deadline(reply, timeout, ticket)
 
     # -- lifetime -----------------------------------------------------------------------------
 

@@ -79,7 +79,7 @@ FLOODER = textwrap.dedent("""
     import json, queue, sys, threading
     from collections import Counter
     from pathlib import Path
-    from nnrt.client.core.driver import DriverClient, _Waiter, run_request_bytes
+    from nnrt.client.core.driver import DriverClient, Waiter, run_request_bytes
     from nnrt.protos import hdi_pb2 as pb
     from nnrt.common import session_channel as channel
     from tests.helpers.hdi_models import add_model, io
@@ -113,7 +113,7 @@ FLOODER = textwrap.dedent("""
         if until is not None and count >= least and count % 256 == 0 and until.exists():
             break
         seq = next(client._seq)
-        waiter = _Waiter()
+        waiter = Waiter()
         client._waiters[seq] = waiter
         try:
             header = channel.RUN_REQUEST.pack(seq, 10000, channel.NO_THINK_TIME)
