@@ -31,12 +31,14 @@ owner check: in a trusted directory only trusted users can bind it.
 Buffers come back as `SharedMemory` (buffer.py): the client's own mapping of the driver's
 memfd, plus the fd, valid as long as the client keeps it, whatever happens to the driver.
 
-The HDI methods other than Run are `HdiCalls` (hdi_calls.py); a Run's bytes, its wait and
-its cancel handle are run_framing.py's. This module is the transport and Run itself.
+The HDI's gRPC calls are `HdiCalls` (hdi_calls.py); a Run's bytes and its cancel handle are
+run_framing.py's. This module is the transport (the session channel's reader and waiters)
+and Run over the session channel.
 """
 
 from __future__ import annotations
 
+import _thread
 import itertools
 import logging
 import math
@@ -61,8 +63,7 @@ from nnrt.common.errors import NNRT_SUCCESS
 
 from .errors import DriverGone, UntrustedDriver
 from .hdi_calls import HdiCalls
-from .run_framing import (PROFILE_FIELD, RunTicket, Waiter, io_messages, run_request_bytes,
-                          unless_past_deadline)
+from .run_framing import PROFILE_FIELD, RunTicket, run_request_bytes, unless_past_deadline
 from nnrt.common.runtime_dir import (SERVICE_USER_ENV, UnsafeRuntimeDir, check_runtime_dir,
                                      grpc_socket, runtime_dir, session_socket, trusted_uids)
 
@@ -102,6 +103,41 @@ _perf_counter = time.perf_counter
 _MAX_MESSAGE_BYTES = 64 << 20
 _RUN_HEADER = channel.RUN_REQUEST.pack  # Run packet: RUN | seq, timeout_ms, think | RunRequest
 _RUN_OVERHEAD = len(channel.RUN) + channel.RUN_REQUEST.size
+
+
+class Waiter:
+    """One request's wait for its reply: a lock held from the start and released to wake
+    the waiting caller — by the reader with the reply (`deliver`), at the session's death,
+    or to make it the reader (`wake` without a reply: the caller looks again). Far cheaper
+    than a threading.Event per request."""
+
+    __slots__ = ("_lock", "reply", "fds", "answered", "flags")
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+        self.reply = None
+        self.fds: list[int] = []
+        self.answered = False
+        self.flags = 0  # a Run reply's (channel.REPLY_POLL)
+
+    def deliver(self, reply, fds: list[int], flags: int = 0) -> None:
+        self.reply, self.fds, self.flags, self.answered = reply, fds, flags, True
+        self.wake()
+
+    def wake(self) -> None:
+        try:
+            self._lock.release()
+        except RuntimeError:  # already woken, not yet waited for: it looks again anyway
+            pass
+
+    def sleep(self, timeout: float | None) -> None:
+        """Until woken, or `timeout` seconds (None: no limit)."""
+        if timeout is None:
+            self._lock.acquire()
+        elif timeout > 0:
+            self._lock.acquire(True, timeout)
+
 
 
 _RUN_BYTE = channel.RUN[0]
@@ -547,19 +583,6 @@ class DriverClient(HdiCalls):
         reply, fds = self._session_request({"op": "cancel", "run": seq})
         channel.close_fds(fds)
         return reply.get("returnCode") == NNRT_SUCCESS and bool(reply.get("cancelled"))
-
-    def run_grpc(self, model_id: int, inputs: Sequence[ht.IOTensor | bytes],
-                 outputs: Sequence[ht.IOTensor | bytes],
-                 timeout: float | None = None, ticket: RunTicket | None = None,
-                 profile: bool = False) -> pb.RunReply:
-        """Run through the gRPC IPreparedModel service; `timeout` is the gRPC deadline. A
-        `ticket` does not cancel it (a cancelled gRPC call would not say when the driver is
-        done with the buffers): such a run ends at its end or its deadline."""
-        reply = self._call(self.prepared.Run,
-                           pb.RunRequest(preparedModelId=model_id, inputs=io_messages(inputs),
-                                         outputs=io_messages(outputs), profile=profile),
-                           timeout)
-        return unless_past_deadline(reply, timeout, ticket)
 
     # -- lifetime -----------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The HDI methods a `DriverClient` offers besides Run: each one gRPC call, or for a buffer's
+"""The HDI methods a `DriverClient` offers besides Run over the session channel: each one
+gRPC call (`run_grpc`, Run for a request too big for a packet, included), or for a buffer's
 fd a request over the session channel (fetch, import). A mixin of `DriverClient`
 (driver.py), which owns the transport: `_call` (gRPC with the session's metadata, a dead
 driver raised as DriverGone) and `_session_request`; `device` and `prepared` are its stubs.
@@ -21,6 +22,7 @@ from nnrt.common import session_channel as channel
 from nnrt.common.errors import NNRT_SUCCESS, code_name
 
 from .buffer import SharedMemory
+from .run_framing import RunTicket, io_messages, unless_past_deadline
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +30,7 @@ _EMPTY = empty_pb2.Empty()
 
 
 class HdiCalls:
-    """INnrtDevice's methods, the buffers' and IPreparedModel's other than Run."""
+    """INnrtDevice's methods, the buffers' and IPreparedModel's (Run over gRPC)."""
 
     device: rpc.INnrtDeviceStub
     prepared: rpc.IPreparedModelStub
@@ -181,3 +183,16 @@ class HdiCalls:
     def release_prepared_model(self, model_id: int) -> pb.ReturnCodeReply:
         return self._call(self.prepared.ReleasePreparedModel,
                           pb.PreparedModelRef(preparedModelId=model_id))
+
+    def run_grpc(self, model_id: int, inputs: Sequence[ht.IOTensor | bytes],
+                 outputs: Sequence[ht.IOTensor | bytes],
+                 timeout: float | None = None, ticket: RunTicket | None = None,
+                 profile: bool = False) -> pb.RunReply:
+        """Run through the gRPC IPreparedModel service; `timeout` is the gRPC deadline. A
+        `ticket` does not cancel it (a cancelled gRPC call would not say when the driver is
+        done with the buffers): such a run ends at its end or its deadline."""
+        reply = self._call(self.prepared.Run,
+                           pb.RunRequest(preparedModelId=model_id, inputs=io_messages(inputs),
+                                         outputs=io_messages(outputs), profile=profile),
+                           timeout)
+        return unless_past_deadline(reply, timeout, ticket)
