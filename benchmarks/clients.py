@@ -57,8 +57,10 @@ def client_main(args: argparse.Namespace) -> int:
     if args.profile:
         import cProfile
 
-        profile = cProfile.Profile()
+        profile = cProfile.Profile(time.thread_time)  # CPU time: where the CPU goes
     latencies, end = [], time.monotonic() + args.seconds
+    threads_before = threads_cpu_s(os.getpid())
+    times_before = os.times()
     cpu = time.process_time()
     if profile is not None:
         profile.enable()
@@ -67,10 +69,16 @@ def client_main(args: argparse.Namespace) -> int:
         executor.run(x)
         latencies.append(time.monotonic() - started)
     cpu = time.process_time() - cpu
+    times_after = os.times()
+    user_s, system_s = (times_after.user - times_before.user,
+                        times_after.system - times_before.system)
+    threads = {name: seconds - threads_before.get(name, 0.0)
+               for name, seconds in threads_cpu_s(os.getpid()).items()}
     if profile is not None:
         profile.disable()
         profile.dump_stats(args.profile)
-    print(json.dumps({"latencies": latencies, "cpu_s": cpu}), flush=True)
+    print(json.dumps({"latencies": latencies, "cpu_s": cpu, "threads": threads,
+                      "user_s": user_s, "system_s": system_s}), flush=True)
     return 0
 
 
@@ -92,16 +100,24 @@ def start_driver(directory: Path, engine: str, threads: int | None,
     return proc
 
 
-def driver_cpu_s(pid: int) -> float:
-    """On-CPU seconds of every thread of the driver (schedstat)."""
-    total = 0
+def threads_cpu_s(pid: int) -> dict[str, float]:
+    """On-CPU seconds of each thread of a process (schedstat), by name (`comm`, with its
+    id: names repeat)."""
+    seconds = {}
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
+            with open(f"/proc/{pid}/task/{task}/comm") as f:
+                name = f.read().strip()
             with open(f"/proc/{pid}/task/{task}/schedstat") as f:
-                total += int(f.read().split()[0])
+                seconds[f"{name}/{task}"] = int(f.read().split()[0]) / 1e9
         except OSError:
             pass  # a thread that ended meanwhile
-    return total / 1e9
+    return seconds
+
+
+def driver_cpu_s(pid: int) -> float:
+    """On-CPU seconds of every thread of the driver (schedstat)."""
+    return sum(threads_cpu_s(pid).values())
 
 
 def run_clients(count: int, args: argparse.Namespace, env: dict[str, str],
@@ -133,6 +149,13 @@ def run_clients(count: int, args: argparse.Namespace, env: dict[str, str],
         if proc.returncode != 0 or lines[0] != "ready" or time.time() > start_at + args.seconds + 60:
             sys.exit(f"a client failed: {out[-500:]}")
         result = json.loads(lines[-1])
+        if args.profile and result.get("threads"):
+            busy = sorted(result["threads"].items(), key=lambda item: -item[1])
+            runs = len(result["latencies"])
+            print(f"client of {count}, {runs} runs: CPU µs a run user "
+                  f"{result['user_s'] * 1e6 / runs:.0f}, system "
+                  f"{result['system_s'] * 1e6 / runs:.0f}; by thread: " + ", ".join(f"{name} {s * 1e6 / runs:.0f}"
+                                         for name, s in busy[:6]), flush=True)
         results.append(result["latencies"])
         cpu += result["cpu_s"]
     sampler.join(args.seconds + 60)

@@ -218,7 +218,7 @@ class CpuDevice(Device):
         self._nodes = [0, 0]  # nodes of live prepared models on onnxruntime, on numpy
         log.info("CPU engine: %s%s", engine,
                  f" ({self.threads} intra-op threads); onnxruntime's pool threads "
-                 f"{'spin (--ort-spin)' if ort_spin else 'sleep between runs'}"
+                 f"{'spin on after a run (--ort-spin)' if ort_spin else 'sleep between runs'}"
                  if self.threads else "")
 
     @property

@@ -31,11 +31,10 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                             "(VNNI; ARM), s8s8 elsewhere (u8s8 saturates without VNNI), each "
                             "checked at start; numpy: quantised nodes on the numpy kernels")
     group.add_argument("--ort-spin", action="store_true", default=None,
-                       help="onnxruntime's pool threads spin between a run's parallel "
-                            "sections and for a while after it: for a driver that owns the "
-                            f"machine (default, unless ${SPIN_ENV}=1: they sleep, leaving the "
-                            "cores to other processes)")
-
+                       help="onnxruntime's pool threads spin on after each run, to find the "
+                            "next one awake: for a driver that owns the machine (default, "
+                            f"unless ${SPIN_ENV}=1: they spin within a run given every core "
+                            "and sleep at its end, leaving the cores to other processes)")
 
 def check_options(options: argparse.Namespace) -> None:
     if options.threads is not None and options.threads <= 0:

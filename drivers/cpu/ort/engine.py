@@ -13,13 +13,13 @@ Session decisions (docs/cpu-driver.md, "Two engines"):
   intra-op threads (default: the cores this process may use); runs that share the cores
   (server/run_scheduler.py admits one per core then) compute on one thread each, through a
   second, single-threaded session of the same optimised model made at the first such run.
-  A segment whose runs alone take under a millisecond (any segment, when its pool does
-  not spin) also times both sessions over its first runs and keeps the faster
-  (`ThreadWidth`): small graphs lose more to synchronising threads than they gain.
-  Every session has its own pool, whose threads sleep when they have no work: spinning
-  (during a run and for a while after it, so that back-to-back runs find them awake) held
-  the cores other processes needed, and is for a driver that owns the machine
-  (`--ort-spin`). Sessions run sequentially inside (no inter-op pool).
+  A segment whose runs alone take under a millisecond also times both sessions over its
+  first runs and keeps the faster (`ThreadWidth`): small graphs lose more to synchronising
+  threads than they gain.
+  Every session has its own pool, whose threads spin between a run's parallel sections
+  (the run was granted every core) and stop at its end: spinning on after it, so that the
+  next run finds them awake, held cores other processes needed, and is for a driver that
+  owns the machine (`--ort-spin`). Sessions run sequentially inside (no inter-op pool).
 * Graph optimisations at ORT_ENABLE_ALL. The optimised model is what the model cache keeps
   (`export`): a cache read back loads it with optimisations off, so neither lowering nor
   optimisation is repeated. Its identity includes the onnxruntime version and the CPU, since
@@ -69,17 +69,18 @@ _pool_lock = threading.Lock()
 _pool_threads: int | None = None  # intra-op threads of a run that has the cores to itself
 
 
-_spin = False  # pool threads spin (the driver owns the machine: `--ort-spin`)
+_spin = False  # pool threads spin on after a run (the driver owns the machine: `--ort-spin`)
 
 
 def configure_spinning(spin: bool) -> None:
-    """Whether the sessions made from now on let their pool threads spin (`--ort-spin`)."""
+    """Whether the sessions made from now on let their pool threads spin on after a run
+    (`--ort-spin`)."""
     global _spin
     _spin = bool(spin)
 
 
 def spinning() -> bool:
-    """Whether multi-thread sessions spin (what `configure_spinning` set)."""
+    """Whether multi-thread sessions spin on after a run (what `configure_spinning` set)."""
     return _spin
 
 
@@ -114,15 +115,17 @@ def _session_options(optimize: bool, threads: int) -> ort.SessionOptions:
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     # A run with several threads is given them only when its client is the only active one
-    # (server/run_scheduler.py), yet its pool threads, spinning, held the other cores
-    # between its parallel sections and for ~30 ms after the run (onnxruntime's own spin
-    # count): one client on a ~1 ms model kept both cores of a 2-vCPU machine busy (1 996
-    # µs of driver CPU a 1.7 ms run) and the cores were not free for any other process.
-    # They sleep unless the driver is told it owns the machine (`--ort-spin`); a segment
-    # whose threads then gain nothing computes on one (`ThreadWidth`, which times both).
-    spin = "1" if threads > 1 and _spin else "0"
-    so.add_session_config_entry("session.intra_op.allow_spinning", spin)
-    so.add_session_config_entry("session.inter_op.allow_spinning", spin)  # no pool: sequential
+    # (server/run_scheduler.py): its pool threads spin between its parallel sections (waking
+    # them at each section made two threads no faster than one on a VM whose idle vCPUs
+    # halt: ResNet 96, 1.08 ms against 0.57 spinning) and stop at its end. Spinning on
+    # after it (onnxruntime's default, so that the next run finds them awake) kept the
+    # second core busy between a lone client's runs, which no other process could use then
+    # (1 470 against 1 210 µs of CPU a run in a loop, 2 000 against 1 100 through the
+    # driver) to save ~15 µs a run: that is for a driver that owns the machine (`--ort-spin`).
+    # Runs that share the cores use the single-threaded sessions, which have no pool.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if threads > 1 else "0")
+    so.add_session_config_entry("session.force_spinning_stop", "0" if _spin else "1")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")  # sequential: no pool
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                    else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
@@ -155,14 +158,12 @@ class ThreadWidth:
     timed: a segment slower than TRY_NARROW_BELOW_S keeps its threads, and never makes a
     narrow session — a second copy of the prepacked weights — for this), one on the narrow
     session (made then, untimed), then SAMPLES of each, alternating; the faster median
-    stays chosen. Pool threads that sleep between parallel sections (no `--ort-spin`) are
-    woken at each one, which a graph of any size may lose to: then every segment measures."""
+    stays chosen."""
 
     SAMPLES = 5
 
-    def __init__(self, threads: int, spinning: bool = True) -> None:
+    def __init__(self, threads: int) -> None:
         self.narrow: bool | None = True if threads == 1 else None  # None: still measuring
-        self._keep_slow_wide = spinning
         self._runs = 0
         self._times: dict[bool, list[float]] = {False: [], True: []}
         self._lock = threading.Lock()
@@ -186,8 +187,7 @@ class ThreadWidth:
                 return
             times = self._times[narrow]
             times.append(seconds)
-            if not narrow and len(times) == 1 and seconds >= TRY_NARROW_BELOW_S \
-                    and self._keep_slow_wide:
+            if not narrow and len(times) == 1 and seconds >= TRY_NARROW_BELOW_S:
                 self.narrow = False
             elif all(len(t) >= self.SAMPLES for t in self._times.values()):
                 self.narrow = bool(np.median(self._times[True]) < np.median(self._times[False]))
@@ -229,7 +229,7 @@ class OrtSegment:
                 workdir.cleanup()
         self._narrow: ort.InferenceSession | None = self.session if self.threads == 1 else None
         self._narrow_lock = threading.Lock()
-        self.width = ThreadWidth(self.threads, _spin)
+        self.width = ThreadWidth(self.threads)
 
     def _narrow_session(self) -> ort.InferenceSession:
         if self._narrow is None:
