@@ -15,6 +15,7 @@ host (server/host.py).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -191,9 +192,10 @@ class Runner:
                         len(entry.checked_requests) < execution.MAX_CHECKED_REQUESTS:
                     entry.checked_requests[request_key] = request
             started = time.perf_counter()
+            # execute hands the computation straight to the scheduler (no frame of ours)
             dims = execution.execute(
                 entry, request, session.buffers, cancelled,
-                lambda compute: self.scheduler.run(session.id, cancelled, compute),
+                functools.partial(self.scheduler.run, session.id, cancelled),
                 keep=request_key is not None, steps=steps)
             took = time.perf_counter() - started
             entry.recent_run_s = took if entry.recent_run_s == float("inf") else \

@@ -1,6 +1,6 @@
 """Run counters of one driver process, for the admin service's GetStatus.
 
-Every Run call is counted once it reaches the servicer: in flight until it answers, then
+Every Run call is counted once it reaches the Runner: in flight until it answers, then
 exactly one of
 
 * completed — it answered NNRT_SUCCESS;
@@ -23,7 +23,7 @@ path as a whole moves.
 
 Latency, for the device manager's Prometheus metrics (devmgr/metrics.py): completed runs
 only (a refusal answered in microseconds would drag the distribution down and says nothing
-about the device), from the moment the servicer took the run to its answer, counted into
+about the device), from the moment the Runner took the run to its answer, counted into
 fixed buckets (`LATENCY_BUCKETS`, Prometheus' `le` bounds) — a few integers per driver,
 whatever its uptime, so GetStatus can carry the whole histogram. The start time is kept
 per thread: a Run is served from `started()` to `finished()` on one thread (the Runner's
