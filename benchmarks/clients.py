@@ -115,6 +115,16 @@ def threads_cpu_s(pid: int) -> dict[str, float]:
     return seconds
 
 
+def machine_cpu_s() -> tuple[float, float]:
+    """(busy, idle) CPU seconds of the whole machine since boot (/proc/stat; iowait is
+    idle, steal is neither)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, idle, iowait, irq, softirq = fields[:7]
+    return (user + nice + system + irq + softirq) / tick, (idle + iowait) / tick
+
+
 def driver_cpu_s(pid: int) -> float:
     """On-CPU seconds of every thread of the driver (schedstat)."""
     return sum(threads_cpu_s(pid).values())
@@ -133,12 +143,15 @@ def run_clients(count: int, args: argparse.Namespace, env: dict[str, str],
          *(["--profile", args.profile] if profiled and i == 0 else [])],
         stdout=subprocess.PIPE, text=True, env=env) for i in range(count)]
     window: list[float] = []
+    machine: list[tuple[float, float]] = []
 
-    def sample() -> None:  # the driver's CPU over the clients' timed loops
+    def sample() -> None:  # the driver's and the machine's CPU over the clients' timed loops
         time.sleep(max(0.0, start_at - time.time()))
         window.append(driver_cpu_s(driver_pid))
+        machine.append(machine_cpu_s())
         time.sleep(args.seconds)
         window.append(driver_cpu_s(driver_pid))
+        machine.append(machine_cpu_s())
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -159,6 +172,13 @@ def run_clients(count: int, args: argparse.Namespace, env: dict[str, str],
         results.append(result["latencies"])
         cpu += result["cpu_s"]
     sampler.join(args.seconds + 60)
+    if len(machine) == 2:
+        busy, idle = (after - before for before, after in zip(*machine))
+        driver = window[1] - window[0]
+        # idle cores and other work on the machine: what the clients could not use
+        print(f"{count} client(s): the machine's CPU over the window: idle {idle:.2f} s, "
+              f"busy {busy:.2f} s (nnrt {cpu + driver:.2f}: clients {cpu:.2f}, driver "
+              f"{driver:.2f}; anything else {busy - cpu - driver:.2f})", flush=True)
     return results, cpu, window[1] - window[0] if len(window) == 2 else float("nan")
 
 
@@ -178,6 +198,7 @@ class CeilingRow:
     loops: int
     threads: int  # onnxruntime intra-op threads of each loop's session
     runs_per_s: float
+    cpu_s: float = 0.0  # CPU time a run (this process, every thread)
 
 
 def use_drivers_key() -> None:
@@ -226,10 +247,13 @@ def lowered(args: argparse.Namespace, env: dict[str, str]) -> tuple[bytes, np.nd
     return None if model is None else (model, x)
 
 
+WARM_UP_RUNS = 20
+
+
 def _ceiling_loop(session, x: np.ndarray, seconds: float, start: threading.Barrier,
                   counts: list[int], i: int) -> None:
     feed = {session.get_inputs()[0].name: x}
-    for _ in range(20):  # warm up
+    for _ in range(WARM_UP_RUNS):
         session.run(None, feed)
     start.wait(timeout=60)  # a loop that failed to start breaks it for the others
     end = time.monotonic() + seconds
@@ -260,11 +284,14 @@ def onnxruntime_ceiling(model: bytes, x: np.ndarray, seconds: float) -> list[Cei
                    for i, session in enumerate(sessions)]
         for worker in workers:
             worker.start()
+        cpu = time.process_time()  # includes the warm-up runs, counted below
         for worker in workers:
             worker.join(timeout=seconds + 120)
+        cpu = time.process_time() - cpu
         if any(worker.is_alive() for worker in workers) or not all(counts):
             sys.exit("an onnxruntime loop of the ceiling failed or hung")
-        rows.append(CeilingRow(loops, threads, sum(counts) / seconds))
+        runs = sum(counts) + WARM_UP_RUNS * loops
+        rows.append(CeilingRow(loops, threads, sum(counts) / seconds, cpu / runs))
     return rows
 
 
@@ -343,14 +370,16 @@ def main() -> int:
         write_json(args.json, figures)
         return 0
     ceiling = [CeilingRow(row.loops, row.threads,
-                          statistics.median(c[i].runs_per_s for c in ceilings))
+                          statistics.median(c[i].runs_per_s for c in ceilings),
+                          statistics.median(c[i].cpu_s for c in ceilings))
                for i, row in enumerate(ceilings[0])]
     best = max(row.runs_per_s for row in ceiling)
     one_loop = ceiling[0].runs_per_s  # one loop with every core: one client's best
     print("\nthe ceiling: onnxruntime alone in this process, on the graph the driver lowered "
           "the model to")
     for row in ceiling:
-        print(f"  {row.loops} loop(s) x {row.threads} thread(s): {row.runs_per_s:7.0f} runs/s")
+        print(f"  {row.loops} loop(s) x {row.threads} thread(s): {row.runs_per_s:7.0f} runs/s, "
+              f"{row.cpu_s * 1e6:5.0f} µs of CPU a run")
     print(f"  the most these cores give: {best / base:.2f}x nnrt's one client "
           f"({rows[-1].clients} clients got {rows[-1].runs_per_s / best:.2f} of it); "
           f"{best / one_loop:.2f}x onnxruntime's one loop")
@@ -367,8 +396,18 @@ def main() -> int:
           f"against its own: {', '.join(f'{x:.2f}' for x in shares)}; >= 0.9 for a ~1 ms "
           f"model, >= 0.8 for ~0.3 ms), worst p99 {spread:.2f}x the median's (<= "
           f"{FAIRNESS_TARGET:g}x)")
+    # The same in CPU time a run, which other work on a shared machine does not move:
+    # the share 8 clients would get of cores nobody else used (the one-thread loops'
+    # CPU a run over nnrt's, clients and driver together).
+    narrow_cpu = min(row.cpu_s for row in ceiling if row.threads == 1)
+    nnrt_cpu = rows[-1].client_cpu_s + rows[-1].driver_cpu_s
+    print(f"  in CPU time a run: onnxruntime's one-thread loop {narrow_cpu * 1e6:.0f} µs, "
+          f"{rows[-1].clients} clients {nnrt_cpu * 1e6:.0f} µs (clients "
+          f"{rows[-1].client_cpu_s * 1e6:.0f} + driver {rows[-1].driver_cpu_s * 1e6:.0f}): "
+          f"{narrow_cpu / nnrt_cpu:.2f} of the ceiling on cores of their own")
     figures.update(ceiling=[vars(row) for row in ceiling], best=best, share=share,
-                   shares=shares, spread=spread, run_ms=1e3 / base)
+                   shares=shares, spread=spread, run_ms=1e3 / base,
+                   cpu_share=narrow_cpu / nnrt_cpu)
     write_json(args.json, figures)
     return 0
 

@@ -109,6 +109,9 @@ def main() -> int:
               f"{want:g}): {verdict(figures['share'] >= want)}; worst p99 "
               f"{figures['spread']:.2f}x the median (<= {SPREAD:g}): "
               f"{verdict(figures['spread'] <= SPREAD)}")
+        if "cpu_share" in figures:  # what other work on a shared machine does not move
+            print(f"   in CPU time a run: {figures['cpu_share']:.2f} of the ceiling on cores "
+                  f"of their own: {verdict(figures['cpu_share'] >= want)}")
     return 0
 
 
