@@ -156,7 +156,7 @@ def test_the_kind_comes_before_its_options_and_an_unknown_kind_is_bad_usage(caps
     args = parse_args(["--name", "c1", "cpu", "--engine", "numpy", "--grace", "3"])
     assert (args.kind, args.name, args.grace) == ("cpu", "c1", 3.0)
     assert vars(args.driver_options) == {"engine": "numpy", "threads": None,
-                                         "int8_kernels": None}
+                                         "int8_kernels": None, "ort_spin": None}
     assert args.driver_kind is load_kind("cpu")
     kinds = ", ".join(installed_kinds())  # accel, cpu, gpu (and whatever else is installed)
     for argv, message in [(["--engine", "numpy", "cpu"], f"invalid choice: 'numpy' (choose from "
