@@ -40,6 +40,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+TRANSPORT = Path(__file__).with_name("transport.py")  # its --serve-pingpong: the floor
 CPU_TARGET_US = 30.0
 _STAGES: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # name -> [ns, calls]
 
@@ -234,23 +235,11 @@ def measure_cost(run, driver_pid: int, runs: int, split: bool = False,
             "total_us": (client + driver) / runs / 1e3, "wall_us": wall / runs * 1e6}
 
 
-def serve_pingpong(path: str) -> None:
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(path)
-    listener.listen(1)
-    print("ready", flush=True)
-    conn, _ = listener.accept()
-    while True:
-        data = conn.recv(128)
-        if not data:
-            return
-        conn.send(data)
-
-
 def measure_pingpong(runs: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "pp.sock")
-        proc = subprocess.Popen([sys.executable, __file__, "--serve-pingpong", path],
+        # transport.py's ping-pong server: the same floor both benchmarks measure against
+        proc = subprocess.Popen([sys.executable, str(TRANSPORT), "--serve-pingpong", path],
                                 stdout=subprocess.PIPE, text=True)
         try:
             assert proc.stdout.readline().strip() == "ready"
@@ -365,14 +354,10 @@ def main() -> int:
     parser.add_argument("--probe-driver", help=argparse.SUPPRESS)
     parser.add_argument("--dump", help=argparse.SUPPRESS)
     parser.add_argument("--stage-client", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-pingpong", help=argparse.SUPPRESS)
     args = parser.parse_args()
     DRIVER_ARGS[:] = args.driver_args.split()
     if args.probe_driver:
         return probe_driver(args.probe_driver, args.dump)
-    if args.serve_pingpong:
-        serve_pingpong(args.serve_pingpong)
-        return 0
     if args.stage_client:
         stage_client(args.stage_client, args.dump, args.runs)
         return 0
