@@ -68,24 +68,21 @@ Decisions:
 
 The package: `loading` (reading and describing a model, OnnxImportError), `values` (one
 tensor of the import and the layout arithmetic), `importer` (the `_Importer` core and the
-handler registry), `quant_plan` (which QDQ nodes become quantised operations), one module
-per operator family (`elementwise`, `spatial`, `linear`, `qdq`, `recurrent`,
-`normalization`, `reductions`, `movement`), `entry` (`import_onnx`); the operators mapped
-beyond these are in `nnrt.client.onnx_ops`.
+handler registry), `quant_plan` (which QDQ nodes become quantised operations), `entry`
+(`import_onnx`), and `ops/`: every operator's mapping, one module per operator family
+(`ops/__init__.py` lists which operators each holds).
 """
 
 from __future__ import annotations
 
-# each family module registers its handlers with the importer when imported
-from . import (elementwise, linear, movement, normalization, qdq,  # noqa: F401
-               recurrent, reductions, spatial)
-from .. import onnx_ops  # noqa: F401 - registers the operators mapped there
 from ..api.model import READERS
-from ..onnx_ops.functions import BY_FUNCTION_BODY
+# each family module registers its handlers with the importer when imported
+from . import ops  # noqa: F401
 from .entry import MIN_OPSET, import_onnx  # noqa: F401 - MIN_OPSET: the opset it reads
 from .importer import _HANDLERS
 from .loading import (IOInfo, OnnxImportError, as_fed, as_given,  # noqa: F401 - as_fed, as_given:
                       describe_io, load_onnx)  # the rank-0 convention, for sessions and backend
+from .ops.functions import BY_FUNCTION_BODY
 
 __all__ = [
     "SUPPORTED_OPERATORS",

@@ -42,7 +42,7 @@ def import_onnx(source: Any, *, input_shapes: Mapping[str, Sequence[int | None]]
     if proto.functions:
         names = sorted({f.name for f in proto.functions})
         log.info("model-local functions %s: only used ones are refused", names)
-    from ..onnx_ops.functions import expand_functions
+    from .ops.functions import expand_functions
 
     proto = expand_functions(proto, set(_HANDLERS))
     importer = _Importer(proto, input_shapes, name_outputs)

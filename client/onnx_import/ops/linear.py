@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .importer import _handles, _Importer
-from .values import _Attrs, _FUSE
+from ..importer import _handles, _Importer
+from ..values import _Attrs, _FUSE
 
 
 @_handles("Gemm")

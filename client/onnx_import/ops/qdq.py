@@ -6,11 +6,12 @@ from typing import Any
 
 import numpy as np
 
-from ..api.dtypes import _OH_TYPES
-from .importer import _handles, _Importer
-from .loading import OnnxImportError
-from .quant_plan import _qparams
-from .values import _Attrs, _physical_axis, _Value
+from nnrt.client.api.dtypes import _OH_TYPES
+
+from ..importer import _handles, _Importer
+from ..loading import OnnxImportError
+from ..quant_plan import _qparams
+from ..values import _Attrs, _physical_axis, _Value
 
 
 @_handles("QuantizeLinear")

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..onnx_import.importer import _handles, _Importer
-from ..onnx_import.loading import OnnxImportError
-from ..onnx_import.values import _Attrs, _axis
+from ..importer import _handles, _Importer
+from ..loading import OnnxImportError
+from ..values import _Attrs, _axis
 
 
 _RUN_TIME_AXES_UP_TO = 4  # a run-time axis: one scan per possible axis, then a selection

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from .importer import _handles, _Importer
-from .loading import OnnxImportError
-from .values import _Attrs, _FUSE, _NHWC
+from ..importer import _handles, _Importer
+from ..loading import OnnxImportError
+from ..values import _Attrs, _FUSE, _NHWC
 
 
 def _spatial_pads(im: _Importer, node: Any, a: _Attrs, hw: Sequence[int],

@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from ..api.operand import Operand
-from .importer import _handles, _Importer
-from .loading import OnnxImportError
-from .values import _Attrs
+from nnrt.client.api.operand import Operand
+
+from ..importer import _handles, _Importer
+from ..loading import OnnxImportError
+from ..values import _Attrs
 
 
 _LSTM_ACTIVATIONS = ["sigmoid", "tanh", "tanh"]

@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from ..api.dtypes import _OH_TYPES
-from ..onnx_import.importer import _handles, _Importer
-from ..onnx_import.loading import OnnxImportError
-from ..onnx_import.values import _Attrs, _Value
+from nnrt.client.api.dtypes import _OH_TYPES
+
+from ..importer import _handles, _Importer
+from ..loading import OnnxImportError
+from ..values import _Attrs, _Value
 
 
 @_handles("CastLike")

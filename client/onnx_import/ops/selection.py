@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..onnx_import.importer import _handles, _Importer
-from ..onnx_import.loading import OnnxImportError
-from ..onnx_import.values import _Attrs, _axis
+from ..importer import _handles, _Importer
+from ..loading import OnnxImportError
+from ..values import _Attrs, _axis
 
 
 def _arg(im: _Importer, node: Any, x: Any, axis: int, keep: bool, out: str | None,

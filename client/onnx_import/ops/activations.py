@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ..onnx_import.importer import _handles, _Importer
-from ..onnx_import.loading import OnnxImportError
-from ..onnx_import.values import _Attrs
+from ..importer import _handles, _Importer
+from ..loading import OnnxImportError
+from ..values import _Attrs
 
 
 def _float_input(im: _Importer, node: Any) -> Any:

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..onnx_import.importer import _handles, _Importer
-from ..onnx_import.loading import OnnxImportError
-from ..onnx_import.values import _Attrs
+from ..importer import _handles, _Importer
+from ..loading import OnnxImportError
+from ..values import _Attrs
 
 
 def _rearranged(im: _Importer, node: Any, split: tuple[int, ...], perm: tuple[int, ...],

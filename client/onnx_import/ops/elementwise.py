@@ -9,11 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from ..api.dtypes import _OH_TYPES
-from ..api.operand import Operand
-from .importer import _handles, _Importer
-from .loading import OnnxImportError
-from .values import _Attrs, _FUSE, _permuted, _SQRT2, _Value
+from nnrt.client.api.dtypes import _OH_TYPES
+from nnrt.client.api.operand import Operand
+
+from ..importer import _handles, _Importer
+from ..loading import OnnxImportError
+from ..values import _Attrs, _FUSE, _permuted, _SQRT2, _Value
 
 
 @_handles("Identity", "Dropout")

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from ..onnx_import.elementwise import _variadic
-from ..onnx_import.importer import _handles, _Importer
-from ..onnx_import.loading import OnnxImportError
-from ..onnx_import.values import _Attrs
+from ..importer import _handles, _Importer
+from ..loading import OnnxImportError
+from ..values import _Attrs
+from .elementwise import _variadic
 
 
 def _zero_like(dtype: np.dtype) -> np.ndarray:

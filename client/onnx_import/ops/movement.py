@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from ..importer import _handles, _Importer
+from ..loading import OnnxImportError
+from ..values import (_Attrs, _axis, _identity, _INT64_MAX, _inverse, _permuted, _physical_axis,
+                      _reshape_target, _Value)
 from .elementwise import _common_perm, _operands_in
-from .importer import _handles, _Importer
-from .loading import OnnxImportError
-from .values import (_Attrs, _axis, _identity, _INT64_MAX, _inverse, _permuted, _physical_axis,
-                     _reshape_target, _Value)
 
 
 @_handles("Transpose")

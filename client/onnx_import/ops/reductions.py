@@ -1,4 +1,8 @@
-"""The Reduce* operators, with axes constant or given at run time."""
+"""The Reduce* operators, with axes constant or given at run time; and the reductions without
+an OH_NN operation of their own, composed as their definitions: ReduceL1 = ReduceSum(|x|),
+ReduceSumSquare = ReduceSum(x * x), ReduceLogSum = Log(ReduceSum(x)), ReduceLogSumExp =
+Log(ReduceSum(Exp(x))) (the definition's arithmetic, as onnx's reference computes it,
+without the max shift)."""
 
 from __future__ import annotations
 
@@ -6,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from .importer import _handles, _Importer
-from .loading import OnnxImportError
-from .values import _Attrs, _axis, _physical_axis, _Value
+from ..importer import _handles, _Importer
+from ..loading import OnnxImportError
+from ..values import _Attrs, _axis, _physical_axis, _Value
 
 
 _REDUCE = {"ReduceMean": "REDUCE_MEAN", "ReduceSum": "REDUCE_SUM", "ReduceMax": "REDUCE_MAX",
@@ -67,3 +71,32 @@ def _reduce_run_time_axes(im: _Importer, node: Any, x: _Value, axes: _Value, op_
         rank = len(x.shape) if keep else len(x.shape) - axes.shape[0]
         im.shapes[out] = (-1,) * rank
     im.op(node, op_type, [im.view(x), im.view(axes)], out, None, keepDims=bool(keep))
+
+
+@_handles("ReduceL1", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
+def _composed_reduction(im: _Importer, node: Any, a: _Attrs) -> None:
+    x = im.need(node, 0)
+    out = node.output[0]
+    source = x
+    if node.op_type != "ReduceLogSum":
+        operand = im.view(x)
+        shape = tuple(x.shape)
+        if node.op_type == "ReduceL1":
+            pre = im.m.op("ABS", operand, shape=shape)
+        elif node.op_type == "ReduceSumSquare":
+            pre = im.m.op("MUL", operand, operand, shape=shape, activationType=0)
+        else:
+            pre = im.m.op("EXP", operand, shape=shape)
+        source = _Value(shape, x.dtype, operand=pre, views={None: pre})
+    if node.op_type in ("ReduceL1", "ReduceSumSquare"):
+        reduce_into(im, node, a, source, "REDUCE_SUM", out)
+        return
+    summed = f"{out}::sum"
+    im.shapes[summed] = im.shape(out, node)
+    im.types[summed] = im.dtype(out, node)
+    reduce_into(im, node, a, source, "REDUCE_SUM", summed)
+    total = im.values[summed]
+    if total is source:  # noop_with_empty_axes: Log of the (exponentiated) input
+        im.op(node, "LOG", [im.view(total)], out, None)
+        return
+    im.op(node, "LOG", [im.view(total, total.perm)], out, total.perm)
