@@ -1,4 +1,4 @@
-"""ONNX import (client/onnx_import.py): every mapped operator on a one-node (or tiny) model
+"""ONNX import (client/onnx_import/): every mapped operator on a one-node (or tiny) model
 made with onnx.helper, imported, compiled and run on a real CPU driver process, compared with
 onnxruntime on the same model (float32, rtol 1e-4); end-to-end networks shaped like real ones
 (ResNet, MobileNetV2, a BERT encoder layer, an MLP); refusals that name the node and why;

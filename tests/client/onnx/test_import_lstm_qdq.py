@@ -1,4 +1,4 @@
-"""ONNX import (client/onnx_import.py), the later parts: LSTM onto the OH_NN LSTM operation
+"""ONNX import (client/onnx_import/), the later parts: LSTM onto the OH_NN LSTM operation
 (gate order and layouts compensated), QuantizeLinear / DequantizeLinear (QDQ) models onto
 quantised OH_NN operations, Shape of a tensor with dynamic dimensions onto the OH_NN Shape
 operation. Each against onnxruntime on the same ONNX model, on a real CPU driver process;
