@@ -515,6 +515,31 @@ class SessionChannelServer:
             connection.gap = think_us / 1e6 if think_us != channel.NO_THINK_TIME else \
                 time.perf_counter() - connection.answered_at
             connection.answered_at = 0.0
+        if not self._runs and not connection.runs and not connection.busy_refused and \
+                not self._intake_closed and time.monotonic() >= self._others_until and \
+                self.policy.max_runs_per_session and not _more_pending(connection.readable):
+            # The common Run, every state trivial: no Run in flight anywhere on the channel
+            # (so none of this session's to cap or cancel, and no other thread sends on this
+            # connection), no other session active, no packet behind it. The Runner says
+            # whether the rest is (`run_known`); then this thread computes and answers it in
+            # one go, no connection bookkeeping, no estimate asked apart.
+            known = self.runner.run_known(session, data[_RUN_AT:], deadline, SOLO_RUN_S)
+            if known is not None:
+                reply, expected = known
+                packet = b"".join((channel.RUN, _pack_run_reply(
+                    seq, channel.REPLY_POLL if expected < QUICK_RUN_S else 0), reply))
+                if connection.writing or connection.ended or connection.overflowed:
+                    connection.send(packet)  # behind what is queued, or dropped
+                else:
+                    try:
+                        connection.sock.send(packet)
+                    except BlockingIOError:
+                        connection.send(packet)  # queued for the selector
+                    except OSError:
+                        pass  # the client went away: its end of file ends the session
+                connection.answered_at = time.perf_counter()
+                self._spin_next = connection.gap < self.policy.spin_s
+                return
         state = "stopping" if self._intake_closed else connection.begin_run(seq)
         if state == "busy":
             connection.busy_refused += 1

@@ -63,6 +63,9 @@ class FaultInjection:
         if slow_start_ms < 0 or admit_delay_ms < 0:
             raise ValueError("slow_start_ms and admit_delay_ms must be >= 0")
         self._faults = faults
+        # Whether any fault is in force, as a plain attribute: the run path's fast lane
+        # (Runner.run_known) reads it once a run, where a property call costs more than it.
+        self.armed = faults.any
         self.slow_start_ms = slow_start_ms
         self.admit_delay_ms = admit_delay_ms
         self.seed = seed
@@ -97,6 +100,7 @@ class FaultInjection:
         and so do the random draws when a seed was given."""
         with self._lock:
             self._faults = faults
+            self.armed = faults.any
             self._runs = 0
             self._prepares = 0
             if self.seed is not None:
