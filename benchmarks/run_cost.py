@@ -99,7 +99,7 @@ def probe_driver(directory: str, dump: str) -> int:
     import selectors
 
     from nnrt.common import session_channel
-    from nnrt.server import channel_server, execution, main, runner
+    from nnrt.server import channel_server, execution, main, run_scheduler, runner
 
     server = channel_server.SessionChannelServer
     server._serve = timed_stage("serve", server._serve)
@@ -107,12 +107,34 @@ def probe_driver(directory: str, dump: str) -> int:
     server._spin = timed_stage("poll", server._spin)
     server._send_run_reply = staticmethod(timed_stage(
         "reply", server.__dict__["_send_run_reply"].__func__))
+    if "_send_alone" in server.__dict__:  # the one-frame Run's reply
+        server._send_alone = staticmethod(timed_stage(
+            "reply", server.__dict__["_send_alone"].__func__))
     selector = type(selectors.DefaultSelector())
     selector.select = timed_stage("select", selector.select)
     session_channel.receive_packet = timed_stage("receive", session_channel.receive_packet)
     runner.Runner.run_packet = timed_stage("run_packet", runner.Runner.run_packet)
     runner.Runner.estimate = timed_stage("estimate", runner.Runner.estimate)
-    execution.execute = timed_stage("compute", execution.execute)
+    if hasattr(runner.Runner, "run_known"):  # the common Run in one frame
+        runner.Runner.run_known = timed_stage("run_known", runner.Runner.run_known)
+    executing = threading.local()  # inside execution.execute: the scheduler's time is in it
+    timed_execute = timed_stage("compute", execution.execute)
+
+    def execute(*args, **kwargs):
+        executing.depth = getattr(executing, "depth", 0) + 1
+        try:
+            return timed_execute(*args, **kwargs)
+        finally:
+            executing.depth -= 1
+    execution.execute = execute
+    real_schedule = run_scheduler.RunScheduler.run
+    timed_schedule = timed_stage("schedule", real_schedule)
+
+    def schedule(self, *args, **kwargs):  # the computation run_known hands the scheduler
+        if getattr(executing, "depth", 0):
+            return real_schedule(self, *args, **kwargs)
+        return timed_schedule(self, *args, **kwargs)
+    run_scheduler.RunScheduler.run = schedule
 
     def dumper() -> None:
         want, reset = Path(dump + ".want"), Path(dump + ".reset")
@@ -335,9 +357,10 @@ def stage_table(result: dict, runs: int) -> list[tuple[str, str, float]]:
         ("driver", "poll (spin for the next Run)", g(d, "poll")),
         ("driver", "receive", g(d, "receive")),
         ("driver", "admit (header, limits, estimate)",
-         g(d, "start_run") - g(d, "run_packet") - g(d, "reply")),
-        ("driver", "check (known request, counters)", g(d, "run_packet") - g(d, "compute")),
-        ("driver", "compute (borrow + bound run)", g(d, "compute")),
+         g(d, "start_run") - g(d, "run_packet") - g(d, "run_known") - g(d, "reply")),
+        ("driver", "check (known request, counters)",
+         g(d, "run_packet") + g(d, "run_known") - g(d, "compute") - g(d, "schedule")),
+        ("driver", "compute (borrow + bound run)", g(d, "compute") + g(d, "schedule")),
         ("driver", "reply (send)", g(d, "reply")),
         ("driver", "loop (selector dispatch)",
          g(d, "serve") - g(d, "receive") - g(d, "start_run")),

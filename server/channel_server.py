@@ -526,17 +526,8 @@ class SessionChannelServer:
             known = self.runner.run_known(session, data[_RUN_AT:], deadline, SOLO_RUN_S)
             if known is not None:
                 reply, expected = known
-                packet = b"".join((channel.RUN, _pack_run_reply(
-                    seq, channel.REPLY_POLL if expected < QUICK_RUN_S else 0), reply))
-                if connection.writing or connection.ended or connection.overflowed:
-                    connection.send(packet)  # behind what is queued, or dropped
-                else:
-                    try:
-                        connection.sock.send(packet)
-                    except BlockingIOError:
-                        connection.send(packet)  # queued for the selector
-                    except OSError:
-                        pass  # the client went away: its end of file ends the session
+                self._send_alone(connection, seq, reply,
+                                 channel.REPLY_POLL if expected < QUICK_RUN_S else 0)
                 connection.answered_at = time.perf_counter()
                 self._spin_next = connection.gap < self.policy.spin_s
                 return
@@ -601,6 +592,22 @@ class SessionChannelServer:
         if self._draining:
             with self._runs_done:
                 self._runs_done.notify_all()
+
+    @staticmethod
+    def _send_alone(connection: Connection, seq: int, reply: bytes, flags: int) -> None:
+        """`_send_run_reply` for the one-frame Run (`_start_run`): on this thread with no
+        Run of the connection in flight nobody else sends on it, so `Connection.send`'s
+        lock and queue are needed only when packets wait already (or it ended)."""
+        packet = b"".join((channel.RUN, _pack_run_reply(seq, flags), reply))
+        if connection.writing or connection.ended or connection.overflowed:
+            connection.send(packet)  # behind what is queued, or dropped
+            return
+        try:
+            connection.sock.send(packet)
+        except BlockingIOError:
+            connection.send(packet)  # queued for the selector
+        except OSError:
+            pass  # the client went away: its end of file ends the session
 
     @staticmethod
     def _send_run_reply(connection: Connection, seq: int, reply: bytes,

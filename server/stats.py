@@ -81,10 +81,10 @@ class RunStats:
         self._started_at = threading.local()  # this thread's run: when it started
 
     def started(self) -> None:
-        self._started_at.value = time.monotonic()
+        self._started_at.value = now = time.monotonic()
         with self._lock:
             if self._in_flight == 0:
-                self._busy_since = time.monotonic()
+                self._busy_since = now
             self._in_flight += 1
 
     def progress(self) -> None:

@@ -363,7 +363,7 @@ class DriverClient(HdiCalls):
 
     def _hand_on(self) -> None:
         """Wake a waiting caller to become the reader (no reader now, somebody waits)."""
-        if self._reader.locked():
+        if not self._waiters or self._reader.locked():  # (a lone caller: nobody to wake)
             return
         waiting = list(self._waiters.values())
         if waiting:
