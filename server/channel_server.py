@@ -453,7 +453,8 @@ class SessionChannelServer:
             self._end(connection)
             return
         if data.startswith(channel.RUN):
-            channel.close_fds(fds)
+            if fds:  # a Run carries none (a call less per Run when it does not)
+                channel.close_fds(fds)
             self._start_run(connection, data)
             return
         try:
