@@ -9,7 +9,9 @@ counters (server/stats.py) from the moment it reaches the Runner, refusals inclu
 Two doors lead here: `IPreparedModel.Run` (server/servicers.py: decoded by gRPC, then
 `run_request`) and the session channel (server/channel_server.py: `run_packet` with the
 request's bytes, after asking `estimate` whether its own thread should compute it and
-`queue` whether the device's queue should). Both doors hold the same Runner, made by the
+`queue` whether the device's queue should; or, for the common Run with every state
+trivial — known and bound, quick, no fault, the device idle, nothing else in flight —
+`run_known`, the whole story in one frame). Both doors hold the same Runner, made by the
 host (server/host.py).
 """
 
