@@ -280,9 +280,10 @@ class BufferTable:
     def __len__(self) -> int:
         return len(self._regions)
 
-    @contextmanager
-    def borrow(self, buffer_ids: Sequence[int]) -> Iterator[list[SharedRegion]]:
-        """The regions of these ids, kept mapped until the block ends."""
+    def take(self, buffer_ids: Sequence[int]) -> list[SharedRegion]:
+        """The regions of these ids, kept mapped until `give_back(regions)` — which the
+        caller must call once, in a `finally` (`borrow` is the same as a block). A plain
+        pair, not a generator: the one-frame Run (server/runner.py) borrows on every run."""
         with self._lock:  # also guards every region's borrower count
             regions = []
             for buffer_id in buffer_ids:
@@ -294,17 +295,30 @@ class BufferTable:
                 regions.append(region)
             for region in regions:
                 region._borrowers += 1
+        return regions
+
+    def give_back(self, regions: list[SharedRegion]) -> None:
+        """End a `take`: a region released meanwhile is unmapped by its last borrower."""
+        closing = None
+        with self._lock:
+            for region in regions:
+                region._borrowers -= 1
+                if region._released and region._borrowers == 0:
+                    if closing is None:
+                        closing = set()
+                    closing.add(region)
+        if closing:
+            for region in closing:
+                region._close()
+
+    @contextmanager
+    def borrow(self, buffer_ids: Sequence[int]) -> Iterator[list[SharedRegion]]:
+        """The regions of these ids, kept mapped until the block ends."""
+        regions = self.take(buffer_ids)
         try:
             yield regions
         finally:
-            closing = []
-            with self._lock:
-                for region in regions:
-                    region._borrowers -= 1
-                    if region._released and region._borrowers == 0:
-                        closing.append(region)
-            for region in set(closing):
-                region._close()
+            self.give_back(regions)
 
     def close(self) -> int:
         """Release every region (session end); returns how many there were."""

@@ -183,8 +183,12 @@ class Runner:
         code = NNRT_FAILED
         try:
             started = time.perf_counter()
-            with session.buffers.borrow(request.buffer_ids):  # refuses a released buffer
+            buffers = session.buffers
+            regions = buffers.take(request.buffer_ids)  # refuses a released buffer
+            try:
                 self.scheduler.run(session.id, cancelled, functools.partial(bound, cancelled))
+            finally:
+                buffers.give_back(regions)
             took = time.perf_counter() - started
             entry.recent_run_s = 0.8 * expected + 0.2 * took
             code = NNRT_SUCCESS
