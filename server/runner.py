@@ -179,7 +179,7 @@ class Runner:
             stats.progress()
             return session.closed or (deadline is not None and time.monotonic() >= deadline)
 
-        stats.started()
+        started_at = stats.begin()
         code = NNRT_FAILED
         try:
             started = time.perf_counter()
@@ -199,8 +199,7 @@ class Runner:
         finally:
             gone = code in (NNRT_TIME_OUT, NNRT_CANCELLED) or \
                 (deadline is not None and time.monotonic() >= deadline)
-            stats.finished(succeeded=code == NNRT_SUCCESS, abandoned=gone, code=code,
-                           model=entry.name)
+            stats.end(started_at, code == NNRT_SUCCESS, gone, code, entry.name)
         return reply, expected
 
     def queue(self, session: Session, payload: bytes, job: Callable[[], None]) -> bool:

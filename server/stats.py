@@ -81,11 +81,17 @@ class RunStats:
         self._started_at = threading.local()  # this thread's run: when it started
 
     def started(self) -> None:
-        self._started_at.value = now = time.monotonic()
+        self._started_at.value = self.begin()
+
+    def begin(self) -> float:
+        """`started()` for a caller that keeps the start itself (the one-frame Run,
+        server/runner.py): the time to hand to `end`. No per-thread slot written."""
+        now = time.monotonic()
         with self._lock:
             if self._in_flight == 0:
                 self._busy_since = now
             self._in_flight += 1
+        return now
 
     def progress(self) -> None:
         """A run crossed an operator boundary: the execution path is moving."""
@@ -105,6 +111,11 @@ class RunStats:
         the prepared model's name (None: refused before one was found)."""
         started_at = getattr(self._started_at, "value", None)
         self._started_at.value = None
+        self.end(started_at, succeeded, abandoned, code, model)
+
+    def end(self, started_at: float | None, succeeded: bool, abandoned: bool,
+            code: int | None = None, model: str | None = None) -> None:
+        """`finished(...)` of a run counted in by `begin()` (`started_at`: what it returned)."""
         with self._lock:
             self._in_flight -= 1
             if succeeded:

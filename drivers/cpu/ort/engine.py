@@ -296,7 +296,6 @@ class SegmentBinding:
                          (name, (target.dtype, target.shape, target.ctypes.data))
                          for name, target in zip(segment.output_names, targets)]
         self._ready: dict[bool, object] = {}  # narrow -> IOBinding not in use now
-        self._lock = threading.Lock()
 
     def _binding(self, session: ort.InferenceSession):
         binding = session.io_binding()
@@ -312,19 +311,24 @@ class SegmentBinding:
     def run(self, narrow: bool) -> None:
         segment = self.segment
         session, narrow, timed = segment.pick(narrow)
-        with self._lock:
-            binding = self._ready.pop(narrow, None)
+        # dict.pop and dict.setdefault are each one atomic step (the GIL, or the dict's own
+        # lock without one): a binding is taken by one thread at most, no lock of ours
+        binding = self._ready.pop(narrow, None)
         if binding is None:
             binding = self._binding(session)
-        started = time.perf_counter()
-        try:
-            session.run_with_iobinding(binding)
-        except Exception as exc:
-            raise segment.fail(exc) from None
         if timed:
+            started = time.perf_counter()
+            try:
+                session.run_with_iobinding(binding)
+            except Exception as exc:
+                raise segment.fail(exc) from None
             segment.width.record(narrow, time.perf_counter() - started)
-        with self._lock:
-            self._ready.setdefault(narrow, binding)
+        else:
+            try:
+                session.run_with_iobinding(binding)
+            except Exception as exc:
+                raise segment.fail(exc) from None
+        self._ready.setdefault(narrow, binding)
 
 
 @dataclass
