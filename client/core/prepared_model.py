@@ -92,6 +92,10 @@ class PreparedModel:
         self.outputs = [copy_desc(d) for d in built.outputs]
         self._build_ranges = (built.min_dims, built.max_dims)
         self.output_shapes: list[list[int]] = [list(d.shape) for d in built.outputs]
+        # The last successful Run reply (a kept, shared decoded message: the same object
+        # for the same bytes, DriverClient.run) and its checked output shapes: a run
+        # answered alike again is not read and checked again (execution.run).
+        self.reply_shapes: tuple[Any, list[list[int]]] | None = None
         self._client = client
         self._model_id = built.prepared_model_id
         self._own_model = False  # True once this model was prepared again by itself
