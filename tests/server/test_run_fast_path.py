@@ -30,6 +30,7 @@ from nnrt.server.sessions import PreparedEntry, SessionRegistry
 from nnrt.common import session_channel as channel
 from tests.conftest import wait_until
 from tests.hdi.reference.util import GraphBuilder
+from tests.helpers.run_requests import four_float_request
 
 
 class ChannelRunner:
@@ -163,17 +164,7 @@ def _ort_session_with_add_one():
     session = registry.open(None)
     model_id = session.add_prepared(entry)
     runner = Runner(registry, FaultInjection(), scheduler=RunScheduler(2))
-    regions, ios = [], []
-    for _ in range(2):
-        region = SharedRegion.allocate(16)
-        buffer_id = session.buffers.add(region)
-        regions.append((buffer_id, region))
-        ios.append(ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=[4],
-                               format=ht.FORMAT_NHWC,
-                               data=ht.SharedBuffer(bufferId=buffer_id, bufferSize=16,
-                                                    dataSize=16)))
-    payload = pb.RunRequest(preparedModelId=model_id, inputs=ios[:1],
-                            outputs=ios[1:]).SerializeToString()
+    payload, regions = four_float_request(session, model_id)
     return registry, session, runner, entry, payload, regions[0], regions[1]
 
 

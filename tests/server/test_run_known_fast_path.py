@@ -20,7 +20,6 @@ from nnrt.common.faults import Faults
 from nnrt.drivers.cpu.device import CpuDevice
 from nnrt.hdi.device import PrepareConfig
 from nnrt.protos import hdi_pb2 as pb
-from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.protos import node_attrs_pb2 as na
 from nnrt.server import execution
 from nnrt.server.buffers import SharedRegion
@@ -31,6 +30,7 @@ from nnrt.server.run_scheduler import RunScheduler
 from nnrt.server.runner import Runner
 from nnrt.server.sessions import PreparedEntry, Session, SessionRegistry
 from tests.hdi.reference.util import GraphBuilder
+from tests.helpers.run_requests import four_float_request
 
 
 def _add_one(session: Session) -> tuple[PreparedEntry, bytes, SharedRegion, SharedRegion, int]:
@@ -44,17 +44,7 @@ def _add_one(session: Session) -> tuple[PreparedEntry, bytes, SharedRegion, Shar
     mins, maxs = model.input_dim_ranges()
     entry = PreparedEntry(model, mins, maxs, model.static_output_shapes(), name="add_one")
     model_id = session.add_prepared(entry)
-    regions, ios = [], []
-    for _ in range(2):
-        region = SharedRegion.allocate(16)
-        buffer_id = session.buffers.add(region)
-        regions.append((buffer_id, region))
-        ios.append(ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=[4],
-                               format=ht.FORMAT_NHWC,
-                               data=ht.SharedBuffer(bufferId=buffer_id, bufferSize=16,
-                                                    dataSize=16)))
-    payload = pb.RunRequest(preparedModelId=model_id, inputs=ios[:1],
-                            outputs=ios[1:]).SerializeToString()
+    payload, regions = four_float_request(session, model_id)
     return entry, payload, regions[0][1], regions[1][1], regions[0][0]
 
 
