@@ -29,27 +29,23 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.common import session_channel as channel
-from nnrt.server.buffers import SharedRegion
 from nnrt.common.errors import (
     HDF_ERR_NOPERM,
     NNRT_DEVICE_BUSY,
     NNRT_FAILED,
     NNRT_INVALID_PARAMETER,
     NNRT_OPERATION_FORBIDDEN,
-    NNRT_OUT_OF_MEMORY,
-    NNRT_SUCCESS,
-    DriverError,
 )
+from nnrt.server.channel_messages import cancel_run, handle_message, send_reply
 from nnrt.server.channel_connection import (ChannelPolicy, Connection, peer_credentials,
                                            peer_groups)
-from nnrt.server.sessions import Session, SessionRegistry
+from nnrt.server.sessions import SessionRegistry
 from nnrt.server.uid_quotas import UidLedger, format_mib, default_uid_memory_limit
 
 if TYPE_CHECKING:
@@ -466,37 +462,10 @@ class SessionChannelServer:
             return
         if message.get("op") == "cancel":
             channel.close_fds(fds)
-            self._reply(connection, self._cancel(connection, message))
+            send_reply(connection, cancel_run(connection, message))
             return
-        reply, out_fds = self._handle(session, message, fds)
-        self._reply(connection, reply, out_fds)
-
-    @staticmethod
-    def _reply(connection: Connection, reply: dict[str, Any], fds: Sequence[int] = ()) -> None:
-        """Send a JSON reply with `fds` (ours: duplicates made for it) attached; they are
-        closed whatever happens to the reply (`Connection.send` from its hand-over on)."""
-        try:
-            packet = channel.encode_message(reply)
-        except Exception as exc:  # e.g. a seq echoed back that JSON cannot say
-            channel.close_fds(fds)
-            log.warning("session %d: reply cannot be encoded (%s): NNRT_INVALID_PARAMETER",
-                        connection.session.id, exc)
-            connection.send(channel.encode_message(
-                {"seq": None, "returnCode": NNRT_INVALID_PARAMETER}))
-            return
-        connection.send(packet, fds)
-
-    @staticmethod
-    def _cancel(connection: Connection, message: dict[str, Any]) -> dict[str, Any]:
-        seq, run = message.get("seq"), message.get("run")
-        if not isinstance(run, int) or isinstance(run, bool) or not 0 <= run < 1 << 64:
-            log.warning("session %d: cancel refused: NNRT_INVALID_PARAMETER: run must be the "
-                        "seq of a Run (an integer), not %r", connection.session.id, run)
-            return {"seq": seq, "returnCode": NNRT_INVALID_PARAMETER}
-        cancelled = connection.cancel(run)
-        if cancelled:
-            log.info("session %d: Run %d cancelled by its client", connection.session.id, run)
-        return {"seq": seq, "returnCode": NNRT_SUCCESS, "cancelled": cancelled}
+        reply, out_fds = handle_message(session, message, fds)
+        send_reply(connection, reply, out_fds)
 
     def _start_run(self, connection: Connection, data: bytes) -> None:
         session = connection.session
@@ -614,50 +583,3 @@ class SessionChannelServer:
     def _send_run_reply(connection: Connection, seq: int, reply: bytes,
                         flags: int = 0) -> None:
         connection.send(b"".join((channel.RUN, _pack_run_reply(seq, flags), reply)))
-
-    def _handle(self, session: Session, message: dict[str, Any],
-                fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        seq = message.get("seq")
-        op = message.get("op")
-        try:
-            if op == "fetch":
-                channel.close_fds(fds)
-                buffer_id = message.get("bufferId")
-                if not isinstance(buffer_id, int):
-                    raise DriverError(NNRT_INVALID_PARAMETER, "fetch needs an integer bufferId")
-                # A duplicate, so that a concurrent ReleaseBuffer cannot close the fd under us;
-                # closed if the borrow's end fails after it was made (`_reply` owns it after).
-                duplicate: list[int] = []
-                try:
-                    with session.buffers.borrow([buffer_id]) as (region,):
-                        duplicate.append(os.dup(region.fd))
-                except BaseException:
-                    channel.close_fds(duplicate)
-                    raise
-                return {"seq": seq, "returnCode": NNRT_SUCCESS}, duplicate
-            if op == "import":
-                if len(fds) != 1:
-                    channel.close_fds(fds)
-                    raise DriverError(NNRT_INVALID_PARAMETER, f"import needs one fd, got {len(fds)}")
-                region = SharedRegion.adopt(fds[0])
-                buffer_id = session.buffers.add(region)
-                log.debug("session %d imported %d bytes as buffer %d", session.id, region.size,
-                          buffer_id)
-                return {"seq": seq, "returnCode": NNRT_SUCCESS, "bufferId": buffer_id,
-                        "bufferSize": region.size}, []
-            channel.close_fds(fds)
-            raise DriverError(NNRT_INVALID_PARAMETER, f"unknown session-channel op {op!r}")
-        except DriverError as exc:
-            log.warning("session %d: %s refused: %s", session.id, op, exc)
-            return {"seq": seq, "returnCode": exc.code}, []
-        except OSError as exc:
-            if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
-                # E.g. the fd of a fetch cannot be duplicated: the driver is at its fd limit.
-                log.warning("session %d: %s refused: the driver is out of fds or memory: %s",
-                            session.id, op, exc)
-                return {"seq": seq, "returnCode": NNRT_OUT_OF_MEMORY}, []
-            log.exception("session %d: %s failed unexpectedly", session.id, op)
-            return {"seq": seq, "returnCode": NNRT_FAILED}, []
-        except Exception:  # this thread serves every session: it must survive any request
-            log.exception("session %d: %s failed unexpectedly", session.id, op)
-            return {"seq": seq, "returnCode": NNRT_FAILED}, []

@@ -42,7 +42,7 @@ from nnrt.common.errors import (
 )
 from nnrt.protos import admin_pb2_grpc
 from nnrt.server.channel_connection import MAX_QUEUED_FDS, ChannelPolicy, Connection
-from nnrt.server.channel_server import SessionChannelServer
+from nnrt.server.channel_messages import send_reply
 from nnrt.server.sessions import SessionRegistry
 from tests.conftest import memfd_mappings, open_fds, start_driver, wait_until
 from tests.helpers.channel_load import ROOT
@@ -211,7 +211,7 @@ def test_a_reply_that_cannot_be_sent_or_encoded_closes_its_fd(monkeypatch):
     connection = Connection(ours, session, ChannelPolicy(), lambda c: None)
     try:
         duplicate = os.dup(theirs.fileno())
-        SessionChannelServer._reply(connection, {"seq": {1, 2}, "returnCode": 0}, [duplicate])
+        send_reply(connection, {"seq": {1, 2}, "returnCode": 0}, [duplicate])
         assert not _open_fd(duplicate)
         theirs.settimeout(2)
         assert channel.receive_message(theirs) == (
