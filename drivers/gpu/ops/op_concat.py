@@ -24,13 +24,22 @@ class Concat(GpuOp):
 
     def build(self, b: Builder, inputs: Sequence[DeviceTensor | None],
               outputs: Sequence[DeviceTensor], post: Epilogue) -> list[Launch]:
-        (out,) = outputs
-        check_indexable(self.node, out)
-        out_strides = contiguous_strides(out.shape)
-        launches: list[Launch] = []
-        at = 0
-        for x in inputs:
-            launches += strided_copy(b, x, out, x.shape, contiguous_strides(x.shape),
-                                     out_strides, 0, at * out_strides[self.axis], "concat")
-            at += x.shape[self.axis]
-        return launches
+        return join_slabs(b, self.node, inputs, outputs[0], self.axis, False, "concat")
+
+
+def join_slabs(b: Builder, node: NodeSpec, inputs: Sequence[DeviceTensor], out: DeviceTensor,
+               axis: int, new_axis: bool, label: str) -> list[Launch]:
+    """Each input copied into its slab of `out` along `axis`, in order: slabs as thick as
+    the input's own `axis` (Concat), or one index thick when the inputs lack that axis
+    (`new_axis`: Stack)."""
+    check_indexable(node, out)
+    out_strides = contiguous_strides(out.shape)
+    # an input without the axis steps over it: out's strides without that axis
+    dst = out_strides[:axis] + out_strides[axis + 1:] if new_axis else out_strides
+    launches: list[Launch] = []
+    at = 0
+    for x in inputs:
+        launches += strided_copy(b, x, out, x.shape, contiguous_strides(x.shape), dst,
+                                 0, at * out_strides[axis], label)
+        at += 1 if new_axis else x.shape[axis]
+    return launches

@@ -25,14 +25,22 @@ class Split(GpuOp):
 
     def build(self, b: Builder, inputs: Sequence[DeviceTensor | None],
               outputs: Sequence[DeviceTensor], post: Epilogue) -> list[Launch]:
-        x = inputs[0]
-        check_indexable(self.node, x)
-        in_strides = contiguous_strides(x.shape)
-        launches: list[Launch] = []
-        at = 0
-        for out in outputs:
-            launches += strided_copy(b, x, out, out.shape, in_strides,
-                                     contiguous_strides(out.shape),
-                                     at * in_strides[self.axis], 0, "split")
-            at += out.shape[self.axis]
-        return launches
+        return split_slabs(b, self.node, inputs[0], outputs, self.axis, False, "split")
+
+
+def split_slabs(b: Builder, node: NodeSpec, x: DeviceTensor, outputs: Sequence[DeviceTensor],
+                axis: int, drop_axis: bool, label: str) -> list[Launch]:
+    """Each output copied from its slab of `x` along `axis`, in order: slabs as thick as the
+    output's own `axis` (Split), or one index thick when the outputs lack that axis
+    (`drop_axis`: Unstack)."""
+    check_indexable(node, x)
+    in_strides = contiguous_strides(x.shape)
+    # an output without the axis steps over it: x's strides without that axis
+    src = in_strides[:axis] + in_strides[axis + 1:] if drop_axis else in_strides
+    launches: list[Launch] = []
+    at = 0
+    for out in outputs:
+        launches += strided_copy(b, x, out, out.shape, src, contiguous_strides(out.shape),
+                                 at * in_strides[axis], 0, label)
+        at += 1 if drop_axis else out.shape[axis]
+    return launches
