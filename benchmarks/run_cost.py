@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -166,8 +167,10 @@ def _ask(dump: str, what: str, timeout: float = 10.0) -> None:
 DRIVER_ARGS: list[str] = []  # --driver-args
 
 
-def start_driver(directory: str, probe_dump: str | None = None) -> subprocess.Popen:
-    """A CPU driver serving `directory` (with stage timers when `probe_dump`)."""
+def start_driver(directory: str, probe_dump: str | None = None,
+                 extra: tuple[str, ...] = ()) -> subprocess.Popen:
+    """A CPU driver serving `directory` (with stage timers when `probe_dump`), with
+    --driver-args and `extra` options."""
     from nnrt.common.runtime_dir import session_socket
 
     if probe_dump:
@@ -175,7 +178,7 @@ def start_driver(directory: str, probe_dump: str | None = None) -> subprocess.Po
                 "--driver-args", " ".join(DRIVER_ARGS)]
     else:
         argv = [sys.executable, "-m", "nnrt.server", "cpu", "--runtime-dir", directory,
-                "--log-level", "WARNING", *DRIVER_ARGS]
+                "--log-level", "WARNING", *DRIVER_ARGS, *extra]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
     path = session_socket(Path(directory), "cpu")
     deadline = time.monotonic() + 60
@@ -257,6 +260,34 @@ def measure_cost(run, driver_pid: int, runs: int, split: bool = False,
             "total_us": (client + driver) / runs / 1e3, "wall_us": wall / runs * 1e6}
 
 
+def measure_nnrt(runs: int, polling: bool = True) -> tuple[dict, dict, dict]:
+    """The tiny Run's CPU (unpinned, pinned apart, pinned together) against a driver of its
+    own; `polling` False: neither side polls (NNRT_CLIENT_SPIN_US=0, --spin-us 0)."""
+    from nnrt.client.core import driver as core_driver
+
+    with tempfile.TemporaryDirectory(prefix="nnrt-cost-") as directory:
+        os.chmod(directory, 0o700)
+        os.environ["NNRT_RUNTIME_DIR"] = directory
+        before = os.environ.get(core_driver.SPIN_ENV)
+        if not polling:
+            os.environ[core_driver.SPIN_ENV] = "0"
+        proc = start_driver(directory, extra=() if polling else ("--spin-us", "0"))
+        try:
+            run, sock, close = tiny_run()
+            cost = measure_cost(run, peer_pid(sock), runs)
+            split = measure_cost(run, peer_pid(sock), runs, split=True)
+            together = measure_cost(run, peer_pid(sock), runs, together=True)
+            close()
+        finally:
+            proc.terminate()
+            proc.wait(15)
+            if before is None:
+                os.environ.pop(core_driver.SPIN_ENV, None)
+            else:
+                os.environ[core_driver.SPIN_ENV] = before
+    return cost, split, together
+
+
 def measure_pingpong(runs: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "pp.sock")
@@ -278,6 +309,61 @@ def measure_pingpong(runs: int) -> dict[str, float]:
         finally:
             proc.wait(5)
     return result
+
+
+# The same ping-pong in C: what two processes that sleep for each other's packet cost the
+# machine with no interpreter at all — the kernel's part, which no client or driver code
+# can go below (on a VM mostly the wake-up of the other CPU).
+NATIVE_PINGPONG = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+static double cpu_us(int who) {
+    struct rusage r; getrusage(who, &r);
+    return r.ru_utime.tv_sec * 1e6 + r.ru_utime.tv_usec + r.ru_stime.tv_sec * 1e6 + r.ru_stime.tv_usec;
+}
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]), sv[2]; char b[64] = {0}; struct timespec t0, t1;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv)) return 1;
+    if (fork() == 0) {
+        close(sv[0]);
+        while (recv(sv[1], b, 64, 0) > 0) send(sv[1], b, 64, 0);
+        _exit(0);
+    }
+    close(sv[1]);
+    for (int i = 0; i < n / 10; i++) { send(sv[0], b, 64, 0); recv(sv[0], b, 64, 0); }
+    double c0 = cpu_us(RUSAGE_SELF); clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < n; i++) { send(sv[0], b, 64, 0); recv(sv[0], b, 64, 0); }
+    clock_gettime(CLOCK_MONOTONIC, &t1); double c1 = cpu_us(RUSAGE_SELF);
+    close(sv[0]); wait(NULL);
+    double peer = cpu_us(RUSAGE_CHILDREN) * n / (n + n / 10);  /* its warm-up out */
+    printf("{\"client_us\": %f, \"driver_us\": %f, \"total_us\": %f, \"wall_us\": %f}\n",
+           (c1 - c0) / n, peer / n, (c1 - c0 + peer) / n,
+           ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / n);
+    return 0;
+}
+"""
+
+
+def measure_native_pingpong(runs: int, together: bool = False) -> dict[str, float] | None:
+    """The C ping-pong's CPU per round trip (both on the first CPU when `together`); None
+    where no C compiler is found ($CC, or cc)."""
+    compiler = shutil.which(os.environ.get("CC", "cc"))
+    if compiler is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="nnrt-pingpong-") as tmp:
+        source, binary = os.path.join(tmp, "pingpong.c"), os.path.join(tmp, "pingpong")
+        Path(source).write_text(NATIVE_PINGPONG)
+        subprocess.run([compiler, "-O2", "-o", binary, source], check=True, timeout=120)
+        first = min(os.sched_getaffinity(0))
+        out = subprocess.run([binary, str(runs)], capture_output=True, text=True, check=True,
+                             timeout=300, preexec_fn=(lambda: os.sched_setaffinity(0, {first}))
+                             if together else None)
+    return json.loads(out.stdout)
 
 
 def stage_client(directory: str, dump: str, runs: int) -> None:
@@ -377,6 +463,7 @@ def main() -> int:
     parser.add_argument("--probe-driver", help=argparse.SUPPRESS)
     parser.add_argument("--dump", help=argparse.SUPPRESS)
     parser.add_argument("--stage-client", help=argparse.SUPPRESS)
+    parser.add_argument("--asleep", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     DRIVER_ARGS[:] = args.driver_args.split()
     if args.probe_driver:
@@ -388,38 +475,35 @@ def main() -> int:
     import logging
     logging.basicConfig(level=logging.WARNING)
     os.environ["NNRT_NO_EMBEDDED"] = "1"
+    if args.asleep:  # one line of JSON: the tiny Run's cost with neither side polling
+        print(json.dumps(measure_nnrt(args.runs, polling=False)[0]))
+        return 0
     from nnrt.client.core import driver as core_driver
     path = "native" if getattr(core_driver, "NATIVE", None) else "python"
     print(f"tiny Run (1-element ADD, OH_NNExecutor_RunSync, tensors made once), "
           f"{args.runs} runs, {os.cpu_count()} CPUs, client path: {path}")
 
-    with tempfile.TemporaryDirectory(prefix="nnrt-cost-") as directory:
-        os.chmod(directory, 0o700)
-        os.environ["NNRT_RUNTIME_DIR"] = directory
-        proc = start_driver(directory)
-        try:
-            run, sock, close = tiny_run()
-            cost = measure_cost(run, peer_pid(sock), args.runs)
-            split = measure_cost(run, peer_pid(sock), args.runs, split=True)
-            together = measure_cost(run, peer_pid(sock), args.runs, together=True)
-            close()
-        finally:
-            proc.terminate()
-            proc.wait(15)
+    cost, split, together = measure_nnrt(args.runs)
+    asleep = json.loads(subprocess.run(  # the client's registry is the process's: a new one
+        [sys.executable, __file__, "--asleep", "--runs", str(args.runs), "--driver-args",
+         args.driver_args], check=True, capture_output=True, text=True,
+        timeout=600).stdout.splitlines()[-1])
     floor = measure_pingpong(args.runs)
+    native = measure_native_pingpong(args.runs)
+    native_together = measure_native_pingpong(args.runs, together=True)
     print("\n(1) CPU time per run (µs), client + driver processes")
     print(f"{'':34s} {'client':>8s} {'driver':>8s} {'total':>8s} {'wall':>8s}")
-    print(f"{'nnrt tiny Run':34s} {cost['client_us']:8.1f} {cost['driver_us']:8.1f} "
-          f"{cost['total_us']:8.1f} {cost['wall_us']:8.1f}   target total <= "
-          f"{CPU_TARGET_US:g}: {'met' if cost['total_us'] <= CPU_TARGET_US else 'missed'}")
-    print(f"{'  the same, client and driver pinned':34s} {split['client_us']:8.1f} "
-          f"{split['driver_us']:8.1f} {split['total_us']:8.1f} {split['wall_us']:8.1f}   "
-          f"(one CPU each: every packet wakes the other CPU)")
-    print(f"{'  the same, both on one CPU':34s} {together['client_us']:8.1f} "
-          f"{together['driver_us']:8.1f} {together['total_us']:8.1f} "
-          f"{together['wall_us']:8.1f}")
-    print(f"{'python ping-pong (64 B, blocking)':34s} {floor['client_us']:8.1f} "
-          f"{floor['driver_us']:8.1f} {floor['total_us']:8.1f} {floor['wall_us']:8.1f}")
+    line = "{:34s} {client_us:8.1f} {driver_us:8.1f} {total_us:8.1f} {wall_us:8.1f}   {}".format
+    print(line("nnrt tiny Run", f"target total <= {CPU_TARGET_US:g}: "
+               f"{'met' if cost['total_us'] <= CPU_TARGET_US else 'missed'}", **cost))
+    print(line("  client and driver pinned", "(one CPU each: polling has no spare CPU, "
+               "every packet wakes the other CPU)", **split))
+    print(line("  both on one CPU", "", **together))
+    print(line("  neither side polling", "(NNRT_CLIENT_SPIN_US=0, --spin-us 0)", **asleep))
+    print(line("python ping-pong (64 B, blocking)", "", **floor))
+    if native is not None:
+        print(line("C ping-pong (64 B, blocking)", "(the kernel's part alone)", **native))
+        print(line("  both on one CPU", "", **native_together))
 
     if not args.no_stages:
         with tempfile.TemporaryDirectory(prefix="nnrt-stages-") as directory:
@@ -443,8 +527,9 @@ def main() -> int:
                   f"{result['cost']['driver_us']:.1f})")
             for side, stage, us in stage_table(result, runs):
                 print(f"  {side:7s} {stage:36s} {us:7.1f}")
-    print(json.dumps({"cost": cost, "split": split, "together": together,
-                      "pingpong": floor}))
+    print(json.dumps({"cost": cost, "split": split, "together": together, "asleep": asleep,
+                      "pingpong": floor, "native_pingpong": native,
+                      "native_pingpong_together": native_together}))
     return 0
 
 

@@ -213,8 +213,8 @@ def _epilog() -> str:
         "NNRT_NO_EMBEDDED=1: never start an embedded CPU driver when none runs; "
         f"{WAIT_ENV}: seconds to wait for a driver or device manager that is starting in the "
         f"runtime dir before using it (default {DEFAULT_WAIT:g}); {SPIN_ENV}: how long a run "
-        f"the driver answers at once polls for its reply, 0-10000 us (default "
-        f"{DEFAULT_SPIN_US}).", 78)
+        f"the driver answers at once polls for its reply while a CPU is spare, 0-10000 us "
+        f"(default {DEFAULT_SPIN_US}; 0: never).", 78)
     lines += [""] + textwrap.wrap(
         "durations (--timeout, --interval, --seconds) are seconds, or a number with a unit: "
         "200ms, 1.5s, 2m.", 78)

@@ -33,7 +33,7 @@ from nnrt.server.uid_quotas import DEFAULT_MAX_SESSIONS_PER_UID
 log = logging.getLogger(__name__)
 
 
-SPIN_S = 0.0  # s the channel polls for a lone client's next Run (channel_server.QUICK_RUN_S)
+SPIN_S = 200e-6  # s the channel polls for a lone client's next Run (channel_server.QUICK_RUN_S)
 DEFAULT_MAX_RUNS_PER_SESSION = 64  # Runs of one session in flight; beyond: NNRT_DEVICE_BUSY
 MAX_QUEUED_PACKETS = 4096  # replies a connection may have waiting for its socket ...
 MAX_QUEUED_BYTES = 4 << 20  # ... and their bytes; beyond either the session is dropped

@@ -143,9 +143,10 @@ def build_parser(kind: DriverKind | None = None, origin: str = "",
     channel.add_argument("--spin-us", type=int, default=round(SPIN_S * 1e6), metavar="US",
                          help="after answering a quick Run of the only active session on its "
                               "own thread, poll up to this many µs for that client's next "
-                              "Run before sleeping (saves the wake-up of a sleeping thread; "
-                              "costs up to that much CPU per run, only while one client "
-                              "runs back to back); 0: never (default "
+                              "Run before sleeping, while a CPU is spare (no runnable task "
+                              "waits for one): saves the wake-up of a sleeping thread, costs "
+                              "up to that much CPU per run, only while one client runs back "
+                              "to back; 0: never (default "
                               f"{round(SPIN_S * 1e6)}, 0 on a single CPU)")
     channel.add_argument("--allow-uid", type=int, action="append", default=[], metavar="UID",
                          help="only processes of this uid (repeatable), or of an --allow-gid "

@@ -58,7 +58,7 @@ from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_pb2_grpc as rpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common import session_channel as channel
-from nnrt.common.cpus import usable_cores
+from nnrt.common.cpus import spare_cpu, usable_cores
 from nnrt.common.errors import NNRT_SUCCESS
 
 from .errors import DriverGone, UntrustedDriver
@@ -69,17 +69,15 @@ from nnrt.common.runtime_dir import (SERVICE_USER_ENV, UnsafeRuntimeDir, check_r
 
 log = logging.getLogger(__name__)
 
-# A Run of a model whose last reply said the driver answers it at once (REPLY_POLL) may poll
-# for its reply up to NNRT_CLIENT_SPIN_US before sleeping (`DriverClient.run`); on a single
-# CPU never (the poller would only keep the driver from running). Off by default (issue 32,
-# benchmarks/run_cost.py): a caller asleep in recv() costs no CPU and leaves the kernel free
-# to run the driver on the caller's own CPU, where the round trip needs no wake-up of
-# another CPU at all; a poller holds its CPU, forces the driver onto the other one (each
-# packet then wakes a CPU: ~10 µs of CPU a side on a VM), costs a core for the whole round
-# trip, and on a loaded machine polls its full window while the driver waits for a CPU
-# (1.2 ms tiny runs measured). A dedicated machine may still trade a core for latency.
+# A Run of a model whose last reply said the driver answers it at once (REPLY_POLL) polls for
+# its reply up to NNRT_CLIENT_SPIN_US before sleeping (`DriverClient.run`), while a CPU is
+# spare (common/cpus.py: no runnable task waits for one) and never on a single CPU. A caller
+# asleep in recv() has to be woken on its CPU by the reply: on a VM that wake-up is the
+# largest part of a tiny round trip (benchmarks/run_cost.py: 61-67 µs of CPU with both sides
+# asleep, 41-43 with both polling, wall 77-84 against 21-22 µs). Without a spare CPU a poller
+# would hold a CPU the driver waits for (1.2 ms tiny runs were measured so): then it sleeps.
 SPIN_ENV = "NNRT_CLIENT_SPIN_US"
-DEFAULT_SPIN_US = 0
+DEFAULT_SPIN_US = 200
 
 
 def spin_seconds() -> float:
@@ -497,9 +495,9 @@ class DriverClient(HdiCalls):
 
         A Run of a model whose last reply said the driver answered it at once, with no
         other session active (REPLY_POLL), polls for its reply up to NNRT_CLIENT_SPIN_US
-        (0 by default: it sleeps in recv()) before it sleeps, when it is the only request
-        of this session waiting; a model that computes longer never polls (the poller
-        would take a core from its computation).
+        (200 µs by default) before it sleeps, when it is the only request of this session
+        waiting and a CPU is spare; a model that computes longer never polls (the poller
+        would take a core from its computation), nor does anyone on a busy machine.
 
         `profile`: the driver times the run step by step (RunReply.profile).
 
@@ -564,7 +562,7 @@ class DriverClient(HdiCalls):
             raise DriverGone(f"session channel: {exc}") from exc
         if ticket is not None:
             ticket.started(self, seq)
-        spin = self._spin if model_id in self._polled_models else 0.0
+        spin = self._spin if model_id in self._polled_models and spare_cpu().now() else 0.0
         if not self._await(seq, waiter, timeout, spin):
             raise TimeoutError(f"Run exceeded {timeout} s")
         if not waiter.answered:

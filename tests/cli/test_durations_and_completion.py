@@ -133,5 +133,5 @@ def test_help_lists_the_environment_with_its_defaults(capsys):
     for name in ("NNRT_RUNTIME_DIR", "NNRT_NO_EMBEDDED", "NNRT_EMBEDDED_WAIT",
                  "NNRT_CLIENT_SPIN_US"):
         assert name in text
-    assert f"(default {DEFAULT_WAIT:g})" in text and f"(default {DEFAULT_SPIN_US})" in text
+    assert f"(default {DEFAULT_WAIT:g})" in text and f"(default {DEFAULT_SPIN_US};" in text
     assert "200ms" in text

@@ -224,9 +224,9 @@ def test_an_execution_sizes_its_outputs_by_the_drivers_shapes(shared_driver):
         registry.close()
 
 
-@pytest.mark.parametrize("value, expected_us", [("", 0), ("0", 0), ("40", 40),
-                                                 ("10000", 10000), ("-1", 0),
-                                                 ("10001", 0), ("fast", 0)])
+@pytest.mark.parametrize("value, expected_us", [("", 200), ("0", 0), ("40", 40),
+                                                 ("10000", 10000), ("-1", 200),
+                                                 ("10001", 200), ("fast", 200)])
 def test_the_clients_polling_window_comes_from_the_environment(monkeypatch, caplog, value,
                                                                expected_us):
     from nnrt.client.core import driver as core_driver

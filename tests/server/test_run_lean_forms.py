@@ -102,12 +102,24 @@ def test_a_success_reply_seen_before_is_not_decoded_again(runtime_dir, monkeypat
         assert driver.stop() == 0
 
 
-def test_by_default_a_quick_run_sleeps_for_its_reply(runtime_dir, monkeypatch):
-    """REPLY_POLL still marks a quick model, but with NNRT_CLIENT_SPIN_US unset the caller
-    never polls the socket (no non-blocking reads): it sleeps in recv(). With a window
-    set, it polls."""
+class _Cpu:
+    """A stand-in for common/cpus.SpareCpu whose answer the test sets."""
+
+    def __init__(self, spare: bool) -> None:
+        self.spare = spare
+
+    def now(self) -> bool:
+        return self.spare
+
+
+def test_a_quick_run_polls_for_its_reply_only_on_a_spare_cpu(runtime_dir, monkeypatch):
+    """REPLY_POLL marks a quick model; by default (NNRT_CLIENT_SPIN_US unset: 200 µs) its
+    caller polls for the reply while a CPU is spare (nobody waits for one), and sleeps in
+    recv() — no non-blocking reads at all — while none is, or with a window of 0."""
     monkeypatch.delenv(core_driver.SPIN_ENV, raising=False)
     monkeypatch.setattr(core_driver, "usable_cores", lambda: 2)
+    cpu = _Cpu(spare=False)
+    monkeypatch.setattr(core_driver, "spare_cpu", lambda: cpu)
     polls = []
     real = core_driver.DriverClient._read_one
 
@@ -120,20 +132,25 @@ def test_by_default_a_quick_run_sleeps_for_its_reply(runtime_dir, monkeypatch):
     driver = start_driver(runtime_dir, "cpu")
     try:
         with driver.client() as client:
-            assert client._spin == 0.0
+            assert client._spin == pytest.approx(core_driver.DEFAULT_SPIN_US / 1e6)
             model_id, x, y = _prepared(client)
             ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
             deadline = time.monotonic() + 10  # quick runs until the driver says REPLY_POLL
             while model_id not in client._polled_models and time.monotonic() < deadline:
                 client.run(model_id, ins, outs, timeout=10)
             assert model_id in client._polled_models
-            for _ in range(50):
+            for _ in range(50):  # the machine busy: asleep in recv()
                 client.run(model_id, ins, outs, timeout=10)
             assert not polls
-            client._spin = 0.002  # as NNRT_CLIENT_SPIN_US=2000 would set it
+            cpu.spare = True
             for _ in range(50):
                 client.run(model_id, ins, outs, timeout=10)
             assert polls
+            polls.clear()
+            client._spin = 0.0  # as NNRT_CLIENT_SPIN_US=0 sets it: never
+            for _ in range(50):
+                client.run(model_id, ins, outs, timeout=10)
+            assert not polls
             x.close(), y.close()
     finally:
         assert driver.stop() == 0
@@ -245,15 +262,17 @@ def _quick_channel(tmp_path, policy: channel_connection.ChannelPolicy):
     return server, client
 
 
-@pytest.mark.parametrize("spin_s, polls", [(None, False), (150e-6, True)])
-def test_the_driver_polls_for_the_next_run_only_when_told(tmp_path, monkeypatch, spin_s,
-                                                          polls):
-    """By default (--spin-us 0 now) the channel's thread sleeps after a quick run of a lone
-    client; with a window set it polls for that client's next Run, back to back."""
+@pytest.mark.parametrize("spin_s, spare, polls", [(None, True, True), (None, False, False),
+                                                   (0.0, True, False), (150e-6, True, True)])
+def test_the_driver_polls_for_the_next_run_only_on_a_spare_cpu(tmp_path, monkeypatch, spin_s,
+                                                               spare, polls):
+    """By default (--spin-us 200) the channel's thread polls for a lone client's next Run
+    after a quick one while a CPU is spare; it sleeps while none is, or with --spin-us 0."""
     calls = []
     real = channel_server.SessionChannelServer._spin
     monkeypatch.setattr(channel_server.SessionChannelServer, "_spin",
                         lambda self: calls.append(1) or real(self))
+    monkeypatch.setattr(channel_server, "spare_cpu", lambda: _Cpu(spare))
     policy = channel_connection.ChannelPolicy() if spin_s is None else channel_connection.ChannelPolicy(
         spin_s=spin_s)
     server, client = _quick_channel(tmp_path, policy)
@@ -267,14 +286,13 @@ def test_the_driver_polls_for_the_next_run_only_when_told(tmp_path, monkeypatch,
         server.stop(grace=1)
 
 
-def test_an_opted_in_polling_driver_still_sleeps_once_the_client_stops(runtime_dir,
-                                                                      monkeypatch):
-    """--spin-us and NNRT_CLIENT_SPIN_US set: both sides poll while runs come back to back,
-    and the driver takes no CPU once the client stops."""
+def test_a_polling_driver_still_sleeps_once_the_client_stops(runtime_dir, monkeypatch):
+    """Wider windows than the defaults: both sides poll while runs come back to back (a CPU
+    spare), and the driver takes no CPU once the client stops."""
     from tests.client.test_session_reader import _cpu_seconds
 
     monkeypatch.setenv(core_driver.SPIN_ENV, "500")
-    driver = start_driver(runtime_dir, "cpu", "--spin-us", "150")
+    driver = start_driver(runtime_dir, "cpu", "--spin-us", "300")
     try:
         with driver.client() as client:
             model_id, x, y = _prepared(client)
