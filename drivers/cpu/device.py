@@ -241,6 +241,8 @@ class CpuDevice(Device):
             details["ort_spin"] = "on" if self.ort_spin else "off"
             details["nodes_onnxruntime"] = str(ort_nodes)
             details["int8_kernels"] = self.int8_kernels.describe()
+            from nnrt.drivers.cpu.ort.shared_sessions import sessions_held
+            details["ort_sessions"] = str(sessions_held())  # shared by models alike
         details["nodes_numpy"] = str(numpy_nodes)
         return details
 

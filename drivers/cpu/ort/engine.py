@@ -34,9 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import struct
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -57,6 +55,7 @@ from nnrt.hdi.reference.quantized import QuantizedKernel
 from . import ops  # noqa: F401  (every lowering registered)
 from . import int8_kernels
 from .quantized import lower_quantized, unsigned_activations
+from .shared_sessions import SharedSession, shared_session
 from .trusted_model import check_own_model
 from .lowering import IR_VERSION, LOWERINGS, OPSET, NodeEmitter, NotLowerable, SegmentGraph, \
     onnx_dtype, value_name
@@ -145,6 +144,19 @@ def _session(model: bytes, so: ort.SessionOptions) -> ort.InferenceSession:
                                 disabled_optimizers=["QDQPropagationTransformer"])
 
 
+def _shared(model: bytes, optimize: bool, threads: int) -> SharedSession:
+    """The session of `model` with `threads` intra-op threads, shared with every segment of
+    the same model made under the same settings (shared_sessions.py)."""
+    def make(data: bytes, optimized_path: str | None) -> ort.InferenceSession:
+        so = _session_options(optimize, threads)
+        if optimized_path is not None:  # what onnxruntime makes of it, for the model cache
+            so.optimized_model_filepath = optimized_path
+        return _session(data, so)
+
+    options = (threads, _spin, int8_kernels.in_force().unsigned_activations)
+    return shared_session(model, optimize, options, make)
+
+
 # ------------------------------------------------------------------ segments
 
 TRY_NARROW_BELOW_S = 0.001  # a segment whose wide runs take longer keeps its threads
@@ -213,20 +225,11 @@ class OrtSegment:
         self.input_names = [value_name(i) for i in self.input_ids]
         self.output_names = [value_name(i) for i in self.output_ids]
         self.threads = configure_threads(None)
-        so = _session_options(not optimized, self.threads)
-        self.optimized_model = model if optimized else b""
-        workdir = None
-        if not optimized:  # keep what onnxruntime makes of it, for the model cache
-            workdir = tempfile.TemporaryDirectory(prefix="nnrt-ort-")
-            so.optimized_model_filepath = os.path.join(workdir.name, "optimized.onnx")
-        try:
-            self.session = _session(model, so)
-            if workdir is not None:
-                with open(so.optimized_model_filepath, "rb") as f:
-                    self.optimized_model = f.read()
-        finally:
-            if workdir is not None:
-                workdir.cleanup()
+        # the model prepared again (another client's compilation) runs on the same session
+        self._wide = _shared(model, not optimized, self.threads)
+        self.session = self._wide.session
+        self.optimized_model = self._wide.optimized_model  # what the model cache keeps
+        self._narrow_shared: SharedSession | None = None
         self._narrow: ort.InferenceSession | None = self.session if self.threads == 1 else None
         self._narrow_lock = threading.Lock()
         self.width = ThreadWidth(self.threads)
@@ -235,7 +238,8 @@ class OrtSegment:
         if self._narrow is None:
             with self._narrow_lock:
                 if self._narrow is None:  # from the optimised model: nothing to optimise
-                    self._narrow = _session(self.optimized_model, _session_options(False, 1))
+                    self._narrow_shared = _shared(self.optimized_model, False, 1)
+                    self._narrow = self._narrow_shared.session
         return self._narrow
 
     def pick(self, narrow: bool) -> tuple[ort.InferenceSession, bool, bool]:
