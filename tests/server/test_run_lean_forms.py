@@ -114,8 +114,9 @@ class _Cpu:
 
 def test_a_quick_run_polls_for_its_reply_only_on_a_spare_cpu(runtime_dir, monkeypatch):
     """REPLY_POLL marks a quick model; by default (NNRT_CLIENT_SPIN_US unset: 200 µs) its
-    caller polls for the reply while a CPU is spare (nobody waits for one), and sleeps in
-    recv() — no non-blocking reads at all — while none is, or with a window of 0."""
+    caller polls for the reply while a CPU is spare (nobody waits for one) and its runs
+    come back to back, and sleeps in recv() — no non-blocking reads at all — while no CPU
+    is spare, after a pause longer than the window, or with a window of 0."""
     monkeypatch.delenv(core_driver.SPIN_ENV, raising=False)
     monkeypatch.setattr(core_driver, "usable_cores", lambda: 2)
     cpu = _Cpu(spare=False)
@@ -147,6 +148,10 @@ def test_a_quick_run_polls_for_its_reply_only_on_a_spare_cpu(runtime_dir, monkey
                 client.run(model_id, ins, outs, timeout=10)
             assert polls
             polls.clear()
+            for _ in range(5):  # after a pause the driver sleeps too: no poll through its wake
+                time.sleep(0.01)
+                client.run(model_id, ins, outs, timeout=10)
+            assert not polls
             client._spin = 0.0  # as NNRT_CLIENT_SPIN_US=0 sets it: never
             for _ in range(50):
                 client.run(model_id, ins, outs, timeout=10)
