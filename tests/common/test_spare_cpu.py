@@ -39,18 +39,29 @@ def test_a_cpu_is_spare_while_nobody_waits_for_one(tmp_path, monkeypatch, runnin
         probe.close()
 
 
-def test_the_count_is_read_again_only_after_the_refresh(tmp_path, monkeypatch):
+@pytest.fixture
+def idle_probe(tmp_path, monkeypatch):
+    """A SpareCpu of two CPUs over a loadavg file saying one task runs: (probe, file)."""
     monkeypatch.setattr(cpus, "usable_cores", lambda: 2)
     path = _loadavg(tmp_path, 1)
-    probe = cpus.SpareCpu(str(path), refresh_s=0.2, cpus=2)
-    try:
-        assert probe.now()
-        path.write_text("0.46 1.00 1.16 5/80 6780\n")  # the machine got busy
-        assert probe.now()  # within the refresh: the reading before
-        time.sleep(0.25)
-        assert not probe.now()
-    finally:
+    made = []
+
+    def make(refresh_s: float):
+        made.append(cpus.SpareCpu(str(path), refresh_s=refresh_s, cpus=2))
+        assert made[-1].now()
+        return made[-1], path
+
+    yield make
+    for probe in made:
         probe.close()
+
+
+def test_the_count_is_read_again_only_after_the_refresh(idle_probe):
+    probe, path = idle_probe(0.2)
+    path.write_text("0.46 1.00 1.16 5/80 6780\n")  # the machine got busy
+    assert probe.now()  # within the refresh: the reading before
+    time.sleep(0.25)
+    assert not probe.now()
 
 
 def test_one_cpu_of_its_own_never_spares_one(tmp_path, monkeypatch):
@@ -79,16 +90,10 @@ def test_without_a_count_nobody_polls(tmp_path, monkeypatch, caplog):
     assert caplog.text.count("never poll") == 2
 
 
-def test_a_reading_that_fails_later_is_not_spare(tmp_path, monkeypatch):
-    monkeypatch.setattr(cpus, "usable_cores", lambda: 2)
-    path = _loadavg(tmp_path, 1)
-    probe = cpus.SpareCpu(str(path), refresh_s=0.0, cpus=2)
-    try:
-        assert probe.now()
-        path.write_text("garbage\n")
-        assert not probe.now()
-    finally:
-        probe.close()
+def test_a_reading_that_fails_later_is_not_spare(idle_probe):
+    probe, path = idle_probe(0.0)
+    path.write_text("garbage\n")
+    assert not probe.now()
 
 
 def test_the_real_count_is_read_on_linux():

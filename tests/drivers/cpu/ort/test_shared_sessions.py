@@ -14,9 +14,9 @@ from nnrt.drivers.cpu.device import CpuDevice
 from nnrt.drivers.cpu.ort import engine, shared_sessions
 from nnrt.hdi.device import PrepareConfig
 from nnrt.hdi.graph import Graph
-from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
 from tests.conftest import admin_details, start_driver
+from tests.drivers.cpu.ort.test_spinning import one_segment
 from tests.hdi.reference.util import GraphBuilder, randn
 
 
@@ -29,13 +29,6 @@ def dense(seed: int = 1) -> tuple[Graph, np.ndarray]:
     return g.graph([x], [y]), randn(8, 32, seed=9)
 
 
-def segment_of(graph: Graph) -> engine.OrtSegment:
-    kernels = {i: create_kernel(node) for i, node in enumerate(graph.nodes)}
-    segment = engine.partition(graph, kernels).single_segment
-    assert segment is not None
-    return segment
-
-
 def expected(graph: Graph, x: np.ndarray) -> np.ndarray:
     weights = graph.nodes[0].inputs[1].constant  # (out, in): the product written out here
     return np.einsum("bi,oi->bo", x.astype(np.float64), weights.astype(np.float64))
@@ -43,7 +36,7 @@ def expected(graph: Graph, x: np.ndarray) -> np.ndarray:
 
 def test_the_same_graph_prepared_twice_runs_on_one_session():
     graph, x = dense()
-    first, second = segment_of(graph), segment_of(dense()[0])
+    first, second = one_segment(graph), one_segment(dense()[0])
     assert first.session is second.session
     assert first.optimized_model == second.optimized_model
     assert first._narrow_session() is second._narrow_session()
@@ -54,10 +47,10 @@ def test_the_same_graph_prepared_twice_runs_on_one_session():
 
 def test_another_graph_or_other_settings_get_their_own(monkeypatch):
     graph, _ = dense(seed=1)
-    one = segment_of(graph)
-    assert segment_of(dense(seed=2)[0]).session is not one.session  # other weights
+    one = one_segment(graph)
+    assert one_segment(dense(seed=2)[0]).session is not one.session  # other weights
     monkeypatch.setattr(engine, "_spin", True)  # sessions that spin on after a run
-    assert segment_of(graph).session is not one.session
+    assert one_segment(graph).session is not one.session
 
 
 def test_a_model_restored_from_its_cache_meets_the_one_prepared_afresh():
@@ -74,7 +67,7 @@ def test_the_last_holder_frees_it():
     gc.collect()
     before = shared_sessions.sessions_held()
     graph, _ = dense(seed=4)
-    first, second = segment_of(graph), segment_of(graph)
+    first, second = one_segment(graph), one_segment(graph)
     first._narrow_session(), second._narrow_session()
     held = shared_sessions.sessions_held()
     assert held > before
@@ -90,7 +83,7 @@ def test_prepared_models_sharing_a_session_run_at_once_each_with_its_own_answer(
     """Runs of two prepared models on one session from many threads, each with its own
     inputs bound: every answer is its own input's (no binding crosses over)."""
     graph, _ = dense(seed=5)
-    segments = [segment_of(graph) for _ in range(2)]
+    segments = [one_segment(graph) for _ in range(2)]
     assert segments[0].session is segments[1].session
     want_of = {}
     failures = []
@@ -128,7 +121,7 @@ def test_one_session_is_made_when_two_prepare_the_same_model_at_once(monkeypatch
 
     def prepare() -> None:
         barrier.wait(timeout=10)
-        segments.append(segment_of(graph))
+        segments.append(one_segment(graph))
 
     threads = [threading.Thread(target=prepare) for _ in range(4)]
     for t in threads:
