@@ -5,8 +5,11 @@ per packet and never kept past its model, runs counted while the channel stops).
 
 from __future__ import annotations
 
+import os
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -310,4 +313,47 @@ def test_a_polling_driver_still_sleeps_once_the_client_stops(runtime_dir, monkey
             assert _cpu_seconds(driver.pid) - before < 0.1  # asleep, not polling
             x.close(), y.close()
     finally:
+        assert driver.stop() == 0
+
+
+def test_on_a_machine_with_no_cpu_spare_nobody_polls(runtime_dir, monkeypatch):
+    """The real count, real processes: with a busy loop on every CPU of the machine, the
+    client never polls for a reply (no non-blocking read) and the driver's channel never
+    polls for the next Run — its CPU a run stays that of a sleeper — though both windows
+    are set and the runs come back to back."""
+    from tests.client.test_session_reader import _cpu_seconds
+
+    monkeypatch.setenv(core_driver.SPIN_ENV, "2000")
+    monkeypatch.setattr(core_driver, "usable_cores", lambda: 2)
+    polls = []
+    real = core_driver.DriverClient._read_one
+    monkeypatch.setattr(core_driver.DriverClient, "_read_one",
+                        lambda self, block: polls.append(block) or real(self, block))
+    driver = start_driver(runtime_dir, "cpu", "--spin-us", "2000")
+    hogs = []
+    try:
+        with driver.client() as client:
+            model_id, x, y = _prepared(client)
+            ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
+            deadline = time.monotonic() + 10  # quick runs until the driver says REPLY_POLL
+            while model_id not in client._polled_models and time.monotonic() < deadline:
+                client.run(model_id, ins, outs, timeout=10)
+            assert model_id in client._polled_models
+            hogs += [subprocess.Popen([sys.executable, "-c", "import time\nend = "
+                                       "time.monotonic() + 20\nwhile time.monotonic() < end: "
+                                       "pass"]) for _ in range(os.cpu_count() or 1)]
+            time.sleep(0.3)  # the hogs are running: the count says so
+            polls.clear()
+            before = _cpu_seconds(driver.pid)
+            for _ in range(200):
+                assert client.run(model_id, ins, outs, timeout=10).returnCode == NNRT_SUCCESS
+            driver_cpu = _cpu_seconds(driver.pid) - before
+            assert False not in polls  # every read of the client's blocked
+            # a driver polling 2 ms after each of 200 runs would burn ~0.4 s; asleep ~0.01
+            assert driver_cpu < 0.2, f"the driver used {driver_cpu:.2f} s of CPU in 200 runs"
+            x.close(), y.close()
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait(5)
         assert driver.stop() == 0
