@@ -44,9 +44,9 @@ class SpareCpu:
     def __init__(self, path: str = LOADAVG, refresh_s: float = SPARE_CPU_REFRESH_S,
                  cpus: int | None = None) -> None:
         self._refresh_s = refresh_s
-        self._cpus = cpus or os.cpu_count() or 1  # the machine's: the count is machine-wide
+        self.cpus = cpus or os.cpu_count() or 1  # the machine's: the count is machine-wide
         self._checked_at = -1.0
-        self._spare = False
+        self._runnable: int | None = None
         self._fd = -1
         if usable_cores() < 2:
             return
@@ -59,17 +59,23 @@ class SpareCpu:
 
     def now(self) -> bool:
         """Whether a CPU is spare: no runnable task waits for one (as of `refresh_s` ago)."""
+        runnable = self.runnable()
+        return runnable is not None and runnable <= self.cpus
+
+    def runnable(self) -> int | None:
+        """The machine's runnable tasks, the caller included (as of `refresh_s` ago); None
+        where it is unknown or this process has one CPU of its own (nobody polls then)."""
         if self._fd < 0:
-            return False
+            return None
         at = time.perf_counter()
         if at - self._checked_at >= self._refresh_s:
             self._checked_at = at
             try:  # the affinity again too: taskset may have narrowed it since
-                self._spare = usable_cores() > 1 and \
-                    runnable_tasks(os.pread(self._fd, 256, 0)) <= self._cpus
+                self._runnable = runnable_tasks(os.pread(self._fd, 256, 0)) \
+                    if usable_cores() > 1 else None
             except (OSError, ValueError):
-                self._spare = False
-        return self._spare
+                self._runnable = None
+        return self._runnable
 
     def close(self) -> None:
         if self._fd >= 0:

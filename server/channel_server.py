@@ -68,14 +68,16 @@ _FAILED = pb.RunReply(returnCode=NNRT_FAILED).SerializeToString()
 # QUICK_RUN_S (the hand-off to a worker would cost more), or, while its session is the only
 # one active (no other session's packet within SOLO_S), less than SOLO_RUN_S: then nobody
 # else waits, and running it here spares the worker's wake-up and lets the thread poll for
-# that client's next Run. Afterwards it polls for the next packet for up to
+# that client's next Run. After a quick one it polls for the next packet for up to
 # `ChannelPolicy.spin_s` (--spin-us, 200 µs) before it sleeps (SessionChannelServer._spin),
 # when that session is alone, its last gap between reply and next Run fitted and a CPU is
 # spare (common/cpus.py: no runnable task waits for one): the poll then costs nobody a core
 # and spares this thread's wake-up on another CPU, on a VM the largest part of a tiny round
 # trip (benchmarks/run_cost.py). On a busy machine it sleeps: a poller would hold a CPU its
-# client waits for. The reply to a quick run of a session alone carries REPLY_POLL,
-# whatever the gap: the client polls for the next one by the same rule (NNRT_CLIENT_SPIN_US).
+# client waits for; so it does after a longer run, whose device threads may spin on after
+# it (the CPU driver's onnxruntime pool). The reply to a quick run of a session alone
+# carries REPLY_POLL, whatever the gap: the client polls for the next one by the same rule
+# (NNRT_CLIENT_SPIN_US).
 QUICK_RUN_S = 200e-6
 SOLO_RUN_S = 0.005
 MAX_SPIN_US = 10_000
@@ -499,7 +501,8 @@ class SessionChannelServer:
                 self._send_alone(connection, seq, reply,
                                  channel.REPLY_POLL if expected < QUICK_RUN_S else 0)
                 connection.answered_at = time.perf_counter()
-                self._spin_next = connection.gap < self.policy.spin_s and spare_cpu().now()
+                self._spin_next = expected < QUICK_RUN_S and \
+                    connection.gap < self.policy.spin_s and spare_cpu().now()
                 return
         state = "stopping" if self._intake_closed else connection.begin_run(seq)
         if state == "busy":
@@ -530,7 +533,7 @@ class SessionChannelServer:
                 self._run(connection, seq, deadline, payload,
                           channel.REPLY_POLL if solo and quick else 0)
                 connection.answered_at = time.perf_counter()
-                self._spin_next = solo and connection.gap < self.policy.spin_s and \
+                self._spin_next = solo and quick and connection.gap < self.policy.spin_s and \
                     spare_cpu().now()
                 return
         if self.runner.queue(session, payload,

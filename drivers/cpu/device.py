@@ -39,6 +39,10 @@ ORT_CACHE_MAGIC = b"NNRTORTM"  # nnrt.drivers.cpu.ort.engine.MAGIC, known withou
 _BIND_OUTPUTS_FROM_BYTES = 64 << 10
 
 
+_SPIN_WORDS = {"auto": "spin on after a run while the CPUs are spare",
+               "on": "spin on after a run", "off": "sleep between runs"}
+
+
 def onnxruntime_importable() -> bool:
     try:
         import onnxruntime  # noqa: F401
@@ -191,7 +195,7 @@ class CpuDevice(Device):
     capabilities = Capabilities(float16=True, dynamic_input=True, model_cache=True)
 
     def __init__(self, engine: str = "ort", threads: int | None = None,
-                 int8_kernels: str | None = None, ort_spin: bool = False) -> None:
+                 int8_kernels: str | None = None, ort_spin: str = "auto") -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
         if engine == "ort" and not onnxruntime_importable():
@@ -201,13 +205,14 @@ class CpuDevice(Device):
         self.engine = engine
         self.threads = None
         self.int8_kernels = None
-        self.ort_spin = ort_spin and engine == "ort"
+        self.ort_spin = ort_spin if engine == "ort" else "off"
         if engine == "ort":
             from nnrt.drivers.cpu.ort import engine as ort_engine
             from nnrt.drivers.cpu.ort import int8_kernels as ort_int8
+            from nnrt.drivers.cpu.ort import pool_spinning as ort_pool_spinning
 
             self.threads = ort_engine.configure_threads(threads)
-            ort_engine.configure_spinning(ort_spin)
+            ort_pool_spinning.configure(ort_spin)
             self.int8_kernels = ort_int8.configure(int8_kernels)
             # One run per core at once (the host queues the rest, sessions in turn); a run
             # alone has them all (`--threads`), runs that share them one thread each
@@ -218,7 +223,7 @@ class CpuDevice(Device):
         self._nodes = [0, 0]  # nodes of live prepared models on onnxruntime, on numpy
         log.info("CPU engine: %s%s", engine,
                  f" ({self.threads} intra-op threads); onnxruntime's pool threads "
-                 f"{'spin on after a run (--ort-spin)' if ort_spin else 'sleep between runs'}"
+                 f"{_SPIN_WORDS[ort_spin]} (--ort-spin {ort_spin})"
                  if self.threads else "")
 
     @property
@@ -238,7 +243,7 @@ class CpuDevice(Device):
         if self.threads:
             details["threads"] = str(self.threads)
             details["concurrent_runs"] = str(self.concurrent_runs)
-            details["ort_spin"] = "on" if self.ort_spin else "off"
+            details["ort_spin"] = self.ort_spin
             details["nodes_onnxruntime"] = str(ort_nodes)
             details["int8_kernels"] = self.int8_kernels.describe()
             from nnrt.drivers.cpu.ort.shared_sessions import sessions_held

@@ -9,12 +9,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from nnrt.drivers.cpu.ort import int8_kernels  # its choices and variable (numpy alone)
+from nnrt.drivers.cpu.ort import int8_kernels, pool_spinning  # choices, variables (no onnxruntime)
 from nnrt.hdi.device import Device
 from nnrt.hdi.plugin import DriverKind
 
 ENGINE_ENV = "NNRT_CPU_ENGINE"
-SPIN_ENV = "NNRT_ORT_SPIN"
 
 
 def add_options(group: argparse._ArgumentGroup) -> None:
@@ -30,18 +29,21 @@ def add_options(group: argparse._ArgumentGroup) -> None:
                             f"${int8_kernels.ENV}): u8s8 where the CPU makes them exact "
                             "(VNNI; ARM), s8s8 elsewhere (u8s8 saturates without VNNI), each "
                             "checked at start; numpy: quantised nodes on the numpy kernels")
-    group.add_argument("--ort-spin", action="store_true", default=None,
-                       help="onnxruntime's pool threads spin on after each run, to find the "
-                            "next one awake: for a driver that owns the machine (default, "
-                            f"unless ${SPIN_ENV}=1: they spin within a run given every core "
-                            "and sleep at its end, leaving the cores to other processes)")
+    group.add_argument("--ort-spin", nargs="?", const="on", choices=pool_spinning.MODES,
+                       default=None,
+                       help="onnxruntime's pool threads after a run: auto (default, or "
+                            f"${pool_spinning.ENV}) spin on while the CPUs are spare, a run "
+                            "taking the pool only then; on (the flag alone): spin on after "
+                            "every run, for a driver that owns the machine; off: sleep at its "
+                            "end, leaving the cores to other processes at the price of waking "
+                            "them for every run")
+
 
 def check_options(options: argparse.Namespace) -> None:
     if options.threads is not None and options.threads <= 0:
         raise ValueError("--threads must be > 0")
-    spin_env = os.environ.get(SPIN_ENV)
-    if options.ort_spin is None and spin_env not in (None, "", "0", "1"):
-        raise ValueError(f"${SPIN_ENV}={spin_env!r} is not 0 or 1")
+    if options.ort_spin is None:
+        pool_spinning.mode_from_env(os.environ.get(pool_spinning.ENV))  # ValueError: refused
     int8_env = os.environ.get(int8_kernels.ENV)
     if options.int8_kernels is None and int8_env and \
             int8_env.lower() not in int8_kernels.CHOICES:
@@ -54,9 +56,8 @@ def create(options: argparse.Namespace) -> Device:
 
     # NNRT_CPU_ENGINE: the default engine of every CPU driver started without --engine
     # (how the test suite runs whole with either engine).
-    spin = options.ort_spin
-    if spin is None:
-        spin = os.environ.get(SPIN_ENV, "0") == "1"
+    spin = options.ort_spin or pool_spinning.mode_from_env(os.environ.get(pool_spinning.ENV)) \
+        or "auto"
     return CpuDevice(engine=options.engine or os.environ.get(ENGINE_ENV, "ort"),
                      threads=options.threads, int8_kernels=options.int8_kernels, ort_spin=spin)
 

@@ -17,9 +17,9 @@ Session decisions (docs/cpu-driver.md, "Two engines"):
   first runs and keeps the faster (`ThreadWidth`): small graphs lose more to synchronising
   threads than they gain.
   Every session has its own pool, whose threads spin between a run's parallel sections
-  (the run was granted every core) and stop at its end: spinning on after it, so that the
-  next run finds them awake, held cores other processes needed, and is for a driver that
-  owns the machine (`--ort-spin`). Sessions run sequentially inside (no inter-op pool).
+  (the run was granted every core) and, by default, on after it while the CPUs are spare
+  (`pool_spinning.py`, `--ort-spin auto|on|off`). Sessions run sequentially inside (no
+  inter-op pool).
 * Graph optimisations at ORT_ENABLE_ALL. The optimised model is what the model cache keeps
   (`export`): a cache read back loads it with optimisations off, so neither lowering nor
   optimisation is repeated. Its identity includes the onnxruntime version and the CPU, since
@@ -53,7 +53,7 @@ from nnrt.hdi.sealed_blob import refusal, seal_keyed, unseal_keyed
 from nnrt.hdi.reference.kernel import Kernel
 from nnrt.hdi.reference.quantized import QuantizedKernel
 from . import ops  # noqa: F401  (every lowering registered)
-from . import int8_kernels
+from . import int8_kernels, pool_spinning
 from .quantized import lower_quantized, unsigned_activations
 from .shared_sessions import SharedSession, shared_session
 from .trusted_model import check_own_model
@@ -66,21 +66,6 @@ log = logging.getLogger(__name__)
 
 _pool_lock = threading.Lock()
 _pool_threads: int | None = None  # intra-op threads of a run that has the cores to itself
-
-
-_spin = False  # pool threads spin on after a run (the driver owns the machine: `--ort-spin`)
-
-
-def configure_spinning(spin: bool) -> None:
-    """Whether the sessions made from now on let their pool threads spin on after a run
-    (`--ort-spin`)."""
-    global _spin
-    _spin = bool(spin)
-
-
-def spinning() -> bool:
-    """Whether multi-thread sessions spin on after a run (what `configure_spinning` set)."""
-    return _spin
 
 
 def configure_threads(threads: int | None) -> int:
@@ -116,14 +101,12 @@ def _session_options(optimize: bool, threads: int) -> ort.SessionOptions:
     # A run with several threads is given them only when its client is the only active one
     # (server/run_scheduler.py): its pool threads spin between its parallel sections (waking
     # them at each section made two threads no faster than one on a VM whose idle vCPUs
-    # halt: ResNet 96, 1.08 ms against 0.57 spinning) and stop at its end. Spinning on
-    # after it (onnxruntime's default, so that the next run finds them awake) kept the
-    # second core busy between a lone client's runs, which no other process could use then
-    # (1 470 against 1 210 µs of CPU a run in a loop, 2 000 against 1 100 through the
-    # driver) to save ~15 µs a run: that is for a driver that owns the machine (`--ort-spin`).
+    # halt: ResNet 96, 1.08 ms against 0.57 spinning), and on after it unless --ort-spin
+    # off (pool_spinning.py says when a run may take the pool at all).
     # Runs that share the cores use the single-threaded sessions, which have no pool.
     so.add_session_config_entry("session.intra_op.allow_spinning", "1" if threads > 1 else "0")
-    so.add_session_config_entry("session.force_spinning_stop", "0" if _spin else "1")
+    so.add_session_config_entry("session.force_spinning_stop",
+                                "0" if pool_spinning.spins_on() else "1")
     so.add_session_config_entry("session.inter_op.allow_spinning", "0")  # sequential: no pool
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
@@ -153,7 +136,7 @@ def _shared(model: bytes, optimize: bool, threads: int) -> SharedSession:
             so.optimized_model_filepath = optimized_path
         return _session(data, so)
 
-    options = (threads, _spin, int8_kernels.in_force().unsigned_activations)
+    options = (threads, pool_spinning.spins_on(), int8_kernels.in_force().unsigned_activations)
     return shared_session(model, optimize, options, make)
 
 
@@ -246,8 +229,12 @@ class OrtSegment:
         """(session, narrow, timed) of a run: narrow when it shares the cores, else as
         `width` chose (timed while it measures)."""
         timed = False
+        if not narrow and self.threads > 1 and not pool_spinning.may_go_wide(self.threads):
+            narrow = True  # the pool would spin on a CPU another task needs
         if not narrow:
             narrow, timed = self.width.pick()
+            if not narrow:
+                pool_spinning.went_wide()
         return (self._narrow_session() if narrow else self.session), narrow, timed
 
     def execute(self, inputs: Sequence[np.ndarray],

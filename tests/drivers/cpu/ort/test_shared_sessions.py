@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nnrt.drivers.cpu.device import CpuDevice
-from nnrt.drivers.cpu.ort import engine, shared_sessions
+from nnrt.drivers.cpu.ort import engine, pool_spinning, shared_sessions
 from nnrt.hdi.device import PrepareConfig
 from nnrt.hdi.graph import Graph
 from nnrt.protos import node_attrs_pb2 as na
@@ -49,7 +49,7 @@ def test_another_graph_or_other_settings_get_their_own(monkeypatch):
     graph, _ = dense(seed=1)
     one = one_segment(graph)
     assert one_segment(dense(seed=2)[0]).session is not one.session  # other weights
-    monkeypatch.setattr(engine, "_spin", True)  # sessions that spin on after a run
+    monkeypatch.setattr(pool_spinning, "_mode", "on")  # sessions that spin on after a run
     assert one_segment(graph).session is not one.session
 
 

@@ -1,7 +1,8 @@
-"""onnxruntime's pool threads spin within a run given every core and sleep at its end,
-unless the driver owns the machine (`--ort-spin`): issue 32, "spinning is allowed only where
-it costs no other process a core". Spinning on after each run, one client on a ~1 ms model
-kept both cores of a 2-vCPU machine busy."""
+"""onnxruntime's pool threads spin within a run given every core and on after it (`--ort-spin
+auto`, the default: a run takes the pool only while the CPUs it needs are free; `on`: always;
+`off`: they sleep at its end). Issue 32: "spinning is allowed only where it costs no other
+process a core" — spinning on after each run, one client on a ~1 ms model kept both cores of
+a 2-vCPU machine busy; sleeping, a run after an idle pause woke them on a cold CPU."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from nnrt.drivers.cpu.ort import engine
+from nnrt.drivers.cpu.ort import engine, pool_spinning
 from nnrt.hdi.graph import Graph
 from nnrt.protos import node_attrs_pb2 as na
 from tests.conftest import admin_details, start_driver
@@ -26,10 +27,11 @@ CORES = len(os.sched_getaffinity(0))
 
 @pytest.fixture
 def spinning(monkeypatch):
-    """Set the engine's spinning for the sessions a test makes (restored after)."""
-    def configure(spin: bool) -> None:
-        monkeypatch.setattr(engine, "_spin", False)  # restored by monkeypatch
-        engine.configure_spinning(spin)
+    """Set the pool's spinning mode for the sessions a test makes (restored after)."""
+    def configure(mode: str) -> None:
+        monkeypatch.setattr(pool_spinning, "_mode", "off")  # restored by monkeypatch
+        monkeypatch.setattr(pool_spinning, "_pool_spins_until", 0.0)
+        pool_spinning.configure(mode)
     return configure
 
 
@@ -57,12 +59,11 @@ def session_spin(segment: engine.OrtSegment, narrow: bool) -> list[str]:
     return [options.get_session_config_entry(key) for key in SPIN_KEYS]
 
 
-@pytest.mark.parametrize("spin", [False, True])
-def test_the_session_options_spin_on_after_a_run_only_when_told(spinning, spin):
-    spinning(spin)
-    assert engine.spinning() is spin
-    stop = "0" if spin else "1"
-    # a pool spins within a run; it stops at its end unless told
+@pytest.mark.parametrize("mode, stop", [("auto", "0"), ("on", "0"), ("off", "1")])
+def test_the_session_options_spin_on_after_a_run_unless_off(spinning, mode, stop):
+    spinning(mode)
+    assert pool_spinning.mode() == mode
+    # a pool spins within a run; it stops at its end only when off
     assert [engine._session_options(True, 2).get_session_config_entry(k)
             for k in SPIN_KEYS] == ["1", stop, "0"]
     # one thread has no pool to spin, whatever the option
@@ -70,13 +71,59 @@ def test_the_session_options_spin_on_after_a_run_only_when_told(spinning, spin):
 
 
 @pytest.mark.skipif(CORES < 2, reason="one core: no pool")
-@pytest.mark.parametrize("spin", [False, True])
-def test_a_segments_sessions_spin_on_only_when_told(spinning, spin):
-    spinning(spin)
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_a_segments_sessions_spin_on_unless_off(spinning, mode):
+    spinning(mode)
     segment = one_segment(wide_matmul()[0])
     assert segment.threads > 1
-    assert session_spin(segment, narrow=False) == ["1", "0" if spin else "1", "0"]
+    assert session_spin(segment, narrow=False) == ["1", "1" if mode == "off" else "0", "0"]
     assert session_spin(segment, narrow=True)[0] == "0"
+
+
+class _Count:
+    """A stand-in for common/cpus.SpareCpu: the machine's runnable tasks, set by the test."""
+
+    def __init__(self, runnable: int | None, cpus: int = 2) -> None:
+        self.value, self.cpus = runnable, cpus
+
+    def runnable(self) -> int | None:
+        return self.value
+
+
+@pytest.mark.parametrize("mode, runnable, pool_spinning_now, wide", [
+    ("auto", 1, False, True),    # only this run's thread: both CPUs free
+    ("auto", 2, False, False),   # another task runs: the pool would take its CPU
+    ("auto", 2, True, True),     # ... unless that task is our own pool, still spinning
+    ("auto", 3, True, False),    # our pool and another task
+    ("auto", None, False, False),  # no count (not Linux), or one CPU of our own
+    ("on", 9, False, True),      # a driver that owns the machine: always
+    ("off", 9, False, True),     # sleeping pools: a run may always take them
+])
+def test_a_run_takes_the_pool_only_while_the_cpus_it_needs_are_free(
+        spinning, monkeypatch, mode, runnable, pool_spinning_now, wide):
+    spinning(mode)
+    monkeypatch.setattr(pool_spinning, "spare_cpu", lambda: _Count(runnable))
+    if pool_spinning_now:
+        pool_spinning.went_wide()
+    assert pool_spinning.may_go_wide(2) is wide
+
+
+@pytest.mark.skipif(CORES < 2, reason="one core: no pool")
+def test_a_busy_machine_computes_on_one_thread_in_auto(spinning, monkeypatch):
+    """auto: a run allowed every core computes on the single-threaded session while another
+    task needs a CPU, on the pool once the CPUs are free again; the answers are the same."""
+    spinning("auto")
+    count = _Count(3)
+    monkeypatch.setattr(pool_spinning, "spare_cpu", lambda: count)
+    graph, x = wide_matmul()
+    segment = one_segment(graph)
+    segment.width.narrow = False  # its runs alone go wide when they may
+    busy = segment.execute([x], narrow=False)[0]
+    assert segment.pick(False)[1] is True  # narrow
+    count.value = 1
+    monkeypatch.setattr(pool_spinning, "_pool_spins_until", 0.0)
+    assert segment.pick(False)[1] is False  # the pool
+    np.testing.assert_allclose(segment.execute([x], narrow=False)[0], busy, rtol=1e-6)
 
 
 def process_cpu_s() -> float:
@@ -101,18 +148,18 @@ def cpu_while_idle(segment: engine.OrtSegment, x: np.ndarray, idle_s: float = 0.
 
 
 @pytest.mark.skipif(CORES < 2, reason="one core: no pool")
-def test_by_default_the_pool_burns_no_cpu_between_runs(spinning):
+def test_a_pool_that_is_off_burns_no_cpu_between_runs(spinning):
     graph, x = wide_matmul()
-    spinning(False)
+    spinning("off")
     asleep = one_segment(graph)
     asleep.width.narrow = False  # runs alone: the pool's session
     # measured before a spinning pool exists (its threads spin from their start)
     idle_cpu = min(cpu_while_idle(asleep, x) for _ in range(3))
-    spinning(True)
+    spinning("on")
     spinning_segment = one_segment(graph)
     spinning_segment.width.narrow = False
     # onnxruntime's pool spins for a while after a run: what a spinning one burns in 50 ms
-    # idle shows the measurement sees it; the default's pool sleeps at once.
+    # idle shows the measurement sees it; a pool that is off sleeps at once.
     spun_cpu = max(cpu_while_idle(spinning_segment, x) for _ in range(3))
     assert idle_cpu < 0.003, f"{idle_cpu * 1e3:.1f} ms of CPU in 50 ms idle"
     assert spun_cpu > 0.006, f"a spinning pool burnt only {spun_cpu * 1e3:.1f} ms"
@@ -122,13 +169,14 @@ def test_by_default_the_pool_burns_no_cpu_between_runs(spinning):
 
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("args, env, reported, logged", [
-    ((), {}, "off", "onnxruntime's pool threads sleep between runs"),
-    (("--ort-spin",), {}, "on", "onnxruntime's pool threads spin on after a run (--ort-spin)"),
-    ((), {"NNRT_ORT_SPIN": "1"}, "on",
-     "onnxruntime's pool threads spin on after a run (--ort-spin)"),
+    ((), {}, "auto", "spin on after a run while the CPUs are spare (--ort-spin auto)"),
+    (("--ort-spin",), {}, "on", "spin on after a run (--ort-spin on)"),
+    (("--ort-spin", "off"), {"NNRT_ORT_SPIN": "on"}, "off", "sleep between runs (--ort-spin off)"),
+    ((), {"NNRT_ORT_SPIN": "1"}, "on", "spin on after a run (--ort-spin on)"),
+    ((), {"NNRT_ORT_SPIN": "0"}, "off", "sleep between runs (--ort-spin off)"),
 ])
-def test_the_driver_reports_whether_its_pool_spins(tmp_path, monkeypatch, args, env,
-                                                   reported, logged):
+def test_the_driver_reports_how_its_pool_spins(tmp_path, monkeypatch, args, env, reported,
+                                               logged):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     driver = start_driver(tmp_path / "rt", "cpu", "--engine", "ort", *args)
@@ -136,12 +184,16 @@ def test_the_driver_reports_whether_its_pool_spins(tmp_path, monkeypatch, args, 
         assert admin_details(driver)["ort_spin"] == reported
     finally:
         assert driver.stop() == 0
-    assert logged in driver.log()
+    assert "onnxruntime's pool threads " + logged in driver.log()
 
 
 @pytest.mark.multiprocess
-def test_a_bad_spin_variable_is_refused_at_start(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "nnrt.server", "cpu", "--runtime-dir",
+@pytest.mark.parametrize("argv, env, message", [
+    ((), {"NNRT_ORT_SPIN": "yes"}, "$NNRT_ORT_SPIN='yes' is not one of auto, on, off (or 1, 0)"),
+    (("--ort-spin", "sometimes"), {}, "argument --ort-spin: invalid choice: 'sometimes'"),
+])
+def test_a_bad_spin_setting_is_refused_at_start(tmp_path, argv, env, message):
+    proc = subprocess.run([sys.executable, "-m", "nnrt.server", "cpu", *argv, "--runtime-dir",
                            str(tmp_path)], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, NNRT_ORT_SPIN="yes"))
-    assert proc.returncode == 2 and "$NNRT_ORT_SPIN='yes' is not 0 or 1" in proc.stderr
+                          env=dict(os.environ, **env))
+    assert proc.returncode == 2 and message in proc.stderr
