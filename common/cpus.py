@@ -62,13 +62,14 @@ class SpareCpu:
         runnable = self.runnable()
         return runnable is not None and runnable <= self.cpus
 
-    def runnable(self) -> int | None:
-        """The machine's runnable tasks, the caller included (as of `refresh_s` ago); None
-        where it is unknown or this process has one CPU of its own (nobody polls then)."""
+    def runnable(self, fresh: bool = False) -> int | None:
+        """The machine's runnable tasks, the caller included (as of `refresh_s` ago, or now
+        when `fresh`); None where it is unknown or this process has one CPU of its own
+        (nobody polls then)."""
         if self._fd < 0:
             return None
         at = time.perf_counter()
-        if at - self._checked_at >= self._refresh_s:
+        if fresh or at - self._checked_at >= self._refresh_s:
             self._checked_at = at
             try:  # the affinity again too: taskset may have narrowed it since
                 self._runnable = runnable_tasks(os.pread(self._fd, 256, 0)) \

@@ -100,3 +100,12 @@ def test_the_real_count_is_read_on_linux():
     """This machine's own /proc/loadavg parses (the test process itself is runnable)."""
     with open(cpus.LOADAVG, "rb") as f:
         assert cpus.runnable_tasks(f.read()) >= 1
+
+
+def test_a_fresh_reading_skips_the_refresh(idle_probe):
+    """What decides for a whole run (the CPU driver's pool) reads the count now."""
+    probe, path = idle_probe(10.0)
+    path.write_text("0.46 1.00 1.16 5/80 6780\n")
+    assert probe.runnable() == 1  # the reading before, within the refresh
+    assert probe.runnable(fresh=True) == 5
+    assert not probe.now()  # and it is kept

@@ -234,7 +234,7 @@ class OrtSegment:
         if not narrow:
             narrow, timed = self.width.pick()
             if not narrow:
-                pool_spinning.went_wide()
+                pool_spinning.went_wide(self.session, self.threads)
         return (self._narrow_session() if narrow else self.session), narrow, timed
 
     def execute(self, inputs: Sequence[np.ndarray],

@@ -23,6 +23,7 @@ a core").
 
 from __future__ import annotations
 
+import os
 import time
 
 from nnrt.common.cpus import spare_cpu
@@ -33,7 +34,9 @@ POOL_SPIN_S = 0.05  # how long a pool spins on after a run (~30-40 ms measured) 
 _ENV_WORDS = {"": None, "auto": "auto", "on": "on", "1": "on", "off": "off", "0": "off"}
 
 _mode = "off"  # what sessions made outside a driver get (a driver configures its own)
-_pool_spins_until = 0.0  # perf_counter time: a pool may still spin from the last wide run
+# pools that may still spin from their last run: id(session) -> (perf_counter time, threads
+# spinning); a model of several onnxruntime segments has a pool per segment
+_spinning: dict[int, tuple[float, int]] = {}
 
 
 def mode_from_env(text: str | None) -> str | None:
@@ -63,20 +66,37 @@ def spins_on() -> bool:
 
 
 def may_go_wide(threads: int) -> bool:
-    """Whether a run allowed every core may take the pool of `threads` now: always, unless
+    """Whether a run allowed every core may take a pool of `threads` now: always, unless
     `auto` and the CPUs it needs are not free."""
     if _mode != "auto":
         return True
     probe = spare_cpu()
-    runnable = probe.runnable()
-    if runnable is None:  # no count, or one CPU of our own: nobody spins
-        return False
-    ours = 1 + (threads - 1 if time.perf_counter() < _pool_spins_until else 0)
-    return max(0, runnable - ours) + threads <= probe.cpus
+    ours = 1 + pools_spinning()  # this run's thread, and our pools that spin on
+    # Read now, not up to 1 ms ago (the client that sent this run was running then, and is
+    # asleep waiting for it now); and once more after yielding the CPU when that says no:
+    # the thread that handed this run over is often still on its way to sleep at the first
+    # look (measured: 2 runnable, then 1), a task that needs a CPU is still there.
+    for look in range(2):
+        runnable = probe.runnable(fresh=True)
+        if runnable is None:  # no count, or one CPU of our own: nobody spins
+            return False
+        if max(0, runnable - ours) + threads <= probe.cpus:
+            return True
+        if look == 0:
+            os.sched_yield()
+    return False
 
 
-def went_wide() -> None:
-    """A run took the pool: it spins on for a while after the run."""
-    global _pool_spins_until
+def pools_spinning() -> int:
+    """How many pool threads of ours may spin now (after their last run)."""
+    now = time.perf_counter()
+    for key in [key for key, (until, _) in list(_spinning.items()) if until <= now]:
+        _spinning.pop(key, None)
+    return sum(threads for _, threads in list(_spinning.values()))
+
+
+def went_wide(pool: object, threads: int) -> None:
+    """A run took `pool` (a session with `threads` intra-op threads, the caller's among
+    them): its other threads spin on for a while after the run."""
     if _mode != "off":
-        _pool_spins_until = time.perf_counter() + POOL_SPIN_S
+        _spinning[id(pool)] = (time.perf_counter() + POOL_SPIN_S, threads - 1)

@@ -30,7 +30,7 @@ def spinning(monkeypatch):
     """Set the pool's spinning mode for the sessions a test makes (restored after)."""
     def configure(mode: str) -> None:
         monkeypatch.setattr(pool_spinning, "_mode", "off")  # restored by monkeypatch
-        monkeypatch.setattr(pool_spinning, "_pool_spins_until", 0.0)
+        monkeypatch.setattr(pool_spinning, "_spinning", {})
         pool_spinning.configure(mode)
     return configure
 
@@ -86,26 +86,40 @@ class _Count:
     def __init__(self, runnable: int | None, cpus: int = 2) -> None:
         self.value, self.cpus = runnable, cpus
 
-    def runnable(self) -> int | None:
+    def runnable(self, fresh: bool = False) -> int | None:
         return self.value
 
 
-@pytest.mark.parametrize("mode, runnable, pool_spinning_now, wide", [
-    ("auto", 1, False, True),    # only this run's thread: both CPUs free
-    ("auto", 2, False, False),   # another task runs: the pool would take its CPU
-    ("auto", 2, True, True),     # ... unless that task is our own pool, still spinning
-    ("auto", 3, True, False),    # our pool and another task
-    ("auto", None, False, False),  # no count (not Linux), or one CPU of our own
-    ("on", 9, False, True),      # a driver that owns the machine: always
-    ("off", 9, False, True),     # sleeping pools: a run may always take them
+@pytest.mark.parametrize("mode, runnable, pools_now, wide", [
+    ("auto", 1, 0, True),      # only this run's thread: both CPUs free
+    ("auto", 2, 0, False),     # another task runs: the pool would take its CPU
+    ("auto", 2, 1, True),      # ... unless that task is our own pool, still spinning
+    ("auto", 3, 2, True),      # two pools of ours (two segments of one model)
+    ("auto", 3, 1, False),     # our pool and another task
+    ("auto", None, 0, False),  # no count (not Linux), or one CPU of our own
+    ("on", 9, 0, True),        # a driver that owns the machine: always
+    ("off", 9, 0, True),       # sleeping pools: a run may always take them
 ])
 def test_a_run_takes_the_pool_only_while_the_cpus_it_needs_are_free(
-        spinning, monkeypatch, mode, runnable, pool_spinning_now, wide):
+        spinning, monkeypatch, mode, runnable, pools_now, wide):
     spinning(mode)
     monkeypatch.setattr(pool_spinning, "spare_cpu", lambda: _Count(runnable))
-    if pool_spinning_now:
-        pool_spinning.went_wide()
+    pools = [object() for _ in range(pools_now)]
+    for pool in pools:
+        pool_spinning.went_wide(pool, 2)
     assert pool_spinning.may_go_wide(2) is wide
+
+
+def test_a_pool_stops_counting_as_ours_once_it_has_spun_out(spinning, monkeypatch):
+    spinning("auto")
+    monkeypatch.setattr(pool_spinning, "POOL_SPIN_S", 0.05)
+    pool = object()
+    pool_spinning.went_wide(pool, 2)
+    assert pool_spinning.pools_spinning() == 1
+    pool_spinning.went_wide(pool, 2)  # the same pool again: still one
+    assert pool_spinning.pools_spinning() == 1
+    time.sleep(0.06)
+    assert pool_spinning.pools_spinning() == 0
 
 
 @pytest.mark.skipif(CORES < 2, reason="one core: no pool")
@@ -121,7 +135,7 @@ def test_a_busy_machine_computes_on_one_thread_in_auto(spinning, monkeypatch):
     busy = segment.execute([x], narrow=False)[0]
     assert segment.pick(False)[1] is True  # narrow
     count.value = 1
-    monkeypatch.setattr(pool_spinning, "_pool_spins_until", 0.0)
+    monkeypatch.setattr(pool_spinning, "_spinning", {})
     assert segment.pick(False)[1] is False  # the pool
     np.testing.assert_allclose(segment.execute([x], narrow=False)[0], busy, rtol=1e-6)
 
