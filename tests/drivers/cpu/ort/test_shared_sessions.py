@@ -46,6 +46,7 @@ def test_the_same_graph_prepared_twice_runs_on_one_session():
 
 
 def test_another_graph_or_other_settings_get_their_own(monkeypatch):
+    monkeypatch.setattr(pool_spinning, "_mode", "off")  # pools that sleep after a run
     graph, _ = dense(seed=1)
     one = one_segment(graph)
     assert one_segment(dense(seed=2)[0]).session is not one.session  # other weights
