@@ -180,6 +180,7 @@ class SessionChannelServer:
         self._stopping = False
         self._packet = bytearray(channel.MAX_PACKET)  # what the selector thread reads into
         self._spin_next = False  # poll for the next packet before sleeping (`_spin`)
+        spare_cpu()  # its one fd opened now, with the driver's own, not at some client's run
         self._last_served: Connection | None = None  # whose packet came last ...
         self._others_until = 0.0  # ... and till when another session counts as active
         self._thread = threading.Thread(target=self._loop, name="session-channel", daemon=True)
