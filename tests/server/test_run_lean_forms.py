@@ -35,6 +35,18 @@ def _prepared(client):
     return model_id, x, y
 
 
+def _polled(client):
+    """A prepared quick model, run until the driver says REPLY_POLL: (model id, buffers x and
+    y, the run's serialized inputs and outputs)."""
+    model_id, x, y = _prepared(client)
+    ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
+    deadline = time.monotonic() + 10
+    while model_id not in client._polled_models and time.monotonic() < deadline:
+        client.run(model_id, ins, outs, timeout=10)
+    assert model_id in client._polled_models
+    return model_id, x, y, ins, outs
+
+
 def test_the_same_tensors_make_their_run_request_once(runtime_dir, monkeypatch):
     """Serialized tensors run again are sent as the bytes made the first time; other
     tensors get their own; IOTensor messages (unhashable) are serialized each time; the
@@ -137,12 +149,7 @@ def test_a_quick_run_polls_for_its_reply_only_on_a_spare_cpu(runtime_dir, monkey
     try:
         with driver.client() as client:
             assert client._spin == pytest.approx(core_driver.DEFAULT_SPIN_US / 1e6)
-            model_id, x, y = _prepared(client)
-            ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
-            deadline = time.monotonic() + 10  # quick runs until the driver says REPLY_POLL
-            while model_id not in client._polled_models and time.monotonic() < deadline:
-                client.run(model_id, ins, outs, timeout=10)
-            assert model_id in client._polled_models
+            model_id, x, y, ins, outs = _polled(client)
             for _ in range(50):  # the machine busy: asleep in recv()
                 client.run(model_id, ins, outs, timeout=10)
             assert not polls
@@ -333,12 +340,7 @@ def test_on_a_machine_with_no_cpu_spare_nobody_polls(runtime_dir, monkeypatch):
     hogs = []
     try:
         with driver.client() as client:
-            model_id, x, y = _prepared(client)
-            ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
-            deadline = time.monotonic() + 10  # quick runs until the driver says REPLY_POLL
-            while model_id not in client._polled_models and time.monotonic() < deadline:
-                client.run(model_id, ins, outs, timeout=10)
-            assert model_id in client._polled_models
+            model_id, x, y, ins, outs = _polled(client)
             hogs += [subprocess.Popen([sys.executable, "-c", "import time\nend = "
                                        "time.monotonic() + 20\nwhile time.monotonic() < end: "
                                        "pass"]) for _ in range(os.cpu_count() or 1)]
