@@ -398,9 +398,10 @@ class DriverClient(HdiCalls):
                     until = time.monotonic() + spin
                     if deadline is not None:  # never past the caller's deadline
                         until = min(until, deadline)
+                    ready = self._readable.poll  # a look costs 0.3 µs, a failed read 1.3
                     while not waiter.answered and not self._hung_up and \
                             time.monotonic() < until:
-                        if not self._read_one(block=False):
+                        if not ready(0) or not self._read_one(block=False):
                             os.sched_yield()
                 while not waiter.answered and not self._dead.is_set():
                     if deadline is not None:

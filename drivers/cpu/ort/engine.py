@@ -229,12 +229,13 @@ class OrtSegment:
         """(session, narrow, timed) of a run: narrow when it shares the cores, else as
         `width` chose (timed while it measures)."""
         timed = False
-        if not narrow and self.threads > 1 and not pool_spinning.may_go_wide(self.threads):
-            narrow = True  # the pool would spin on a CPU another task needs
         if not narrow:
             narrow, timed = self.width.pick()
-            if not narrow:
-                pool_spinning.went_wide(self.session, self.threads)
+            if not narrow and self.threads > 1:  # asked only where the pool would compute
+                if pool_spinning.may_go_wide(self.threads):
+                    pool_spinning.went_wide(self.session, self.threads)
+                else:  # the pool would spin on a CPU another task needs
+                    narrow, timed = True, False
         return (self._narrow_session() if narrow else self.session), narrow, timed
 
     def execute(self, inputs: Sequence[np.ndarray],
