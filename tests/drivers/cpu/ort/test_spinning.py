@@ -211,3 +211,22 @@ def test_a_bad_spin_setting_is_refused_at_start(tmp_path, argv, env, message):
                            str(tmp_path)], capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, **env))
     assert proc.returncode == 2 and message in proc.stderr
+
+
+@pytest.mark.skipif(CORES < 2, reason="one core: no pool")
+def test_a_segment_on_one_thread_never_asks_for_the_count(spinning, monkeypatch):
+    """The count is read only where the pool would compute: a segment whose runs alone are
+    faster on one thread (ThreadWidth) pays nothing for the rule (a tiny Run paid ~7 µs of
+    CPU a run for a fresh count, a yield and another before)."""
+    spinning("auto")
+    asked = []
+    monkeypatch.setattr(pool_spinning, "may_go_wide", lambda threads: asked.append(1) or True)
+    graph, x = wide_matmul()
+    segment = one_segment(graph)
+    segment.width.narrow = True
+    for _ in range(10):
+        segment.execute([x], narrow=False)
+    assert not asked
+    segment.width.narrow = False
+    segment.execute([x], narrow=False)
+    assert asked == [1]
