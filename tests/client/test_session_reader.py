@@ -16,17 +16,9 @@ import pytest
 from nnrt.client.core.errors import DriverGone
 from nnrt.common.errors import NNRT_SUCCESS, NNRT_TIME_OUT
 from tests.conftest import in_threads, start_driver, wait_until
-from tests.helpers.hdi_models import add_model, io
+from tests.helpers.hdi_models import io, prepared_add
 
 pytestmark = pytest.mark.multiprocess
-
-
-def _prepared(client):
-    model_id = add_model().prepare(client)
-    _, x = client.allocate_buffer(16)
-    _, y = client.allocate_buffer(16)
-    x.array(np.float32, [4])[:] = [1, 2, 3, 4]
-    return model_id, x, y
 
 
 def _nothing_waiting(sock: socket.socket) -> bool:
@@ -43,7 +35,7 @@ def test_late_replies_are_read_while_the_client_is_idle(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "300")
     try:
         with driver.client() as client:
-            model_id, x, y = _prepared(client)
+            model_id, x, y = prepared_add(client)
             timed_out = 0
             for _ in range(10):  # the driver abandons it at the same deadline: a race
                 try:
@@ -67,7 +59,7 @@ def test_a_reader_that_times_out_hands_the_reading_on(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "600")
     try:
         with driver.client() as client:
-            model_id, x, y = _prepared(client)
+            model_id, x, y = prepared_add(client)
             _, y2 = client.allocate_buffer(16)
             outcome = {}
 
@@ -94,7 +86,7 @@ def test_a_reader_that_times_out_hands_the_reading_on(runtime_dir):
 def test_death_while_a_caller_reads_fails_it_and_calls_back_on_the_watcher(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "5000")
     client = driver.client()
-    model_id, x, y = _prepared(client)
+    model_id, x, y = prepared_add(client)
     called_on = []
     client.on_death(lambda: called_on.append(threading.current_thread().name))
     failure = {}
@@ -138,7 +130,7 @@ def test_polling_for_the_next_run_stops_when_the_client_does(runtime_dir):
     driver = start_driver(runtime_dir, "cpu")
     try:
         with driver.client() as client:
-            model_id, x, y = _prepared(client)
+            model_id, x, y = prepared_add(client)
             for _ in range(300):  # quick runs back to back: both sides poll
                 assert client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=10).returnCode == \
                     NNRT_SUCCESS
@@ -158,14 +150,14 @@ def test_the_driver_says_when_a_client_may_poll_for_its_reply(runtime_dir):
     driver = start_driver(runtime_dir, "cpu")
     try:
         with driver.client() as client, driver.client() as other:
-            model_id, x, y = _prepared(client)
+            model_id, x, y = prepared_add(client)
             # recent runs known to be quick: answered at once (on a busy machine a run now
             # and then outlasts the quick bound, so runs go on until one is: bounded)
             assert wait_until(lambda: (client.run(model_id, [io(x, 4)], [io(y, 4)],
                                                   timeout=10),
                                        model_id in client._polled_models)[1], 10.0)
             # Another session sends packets all along: its runs count as activity.
-            other_id, ox, oy = _prepared(other)
+            other_id, ox, oy = prepared_add(other)
             stop = threading.Event()
 
             def busy_other():
@@ -197,7 +189,7 @@ def test_polling_for_a_reply_never_outlasts_the_callers_deadline(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "2000")
     try:
         with driver.client() as client:
-            model_id, x, y = _prepared(client)
+            model_id, x, y = prepared_add(client)
             client._spin = 1.0  # a window far beyond the deadline (the env allows 10 ms)
             client._polled_models.add(model_id)  # as if its last reply said REPLY_POLL
             started = time.monotonic()
@@ -213,7 +205,7 @@ def test_a_slow_run_waits_asleep(runtime_dir):
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "400")
     try:
         with driver.client() as client:
-            model_id, x, y = _prepared(client)
+            model_id, x, y = prepared_add(client)
             for _ in range(2):  # a run handed to a worker: its reply says not to poll
                 started = time.thread_time()
                 assert client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=10).returnCode == \
@@ -233,7 +225,7 @@ def test_a_caller_at_end_of_file_marks_the_death_if_the_watcher_is_gone(runtime_
     driver = start_driver(runtime_dir, "cpu", "--fault-run-delay-ms", "5000")
     monkeypatch.setattr(DriverClient, "_watch", lambda self: None)  # a watcher that ends
     client = driver.client()
-    model_id, x, y = _prepared(client)
+    model_id, x, y = prepared_add(client)
     failure = {}
 
     def running():

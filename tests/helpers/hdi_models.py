@@ -27,6 +27,16 @@ def add_model(n: int = 4) -> HdiModelBuilder:
     return b
 
 
+def prepared_add(client: DriverClient):
+    """`add_model()` prepared in `client`'s session, with buffers x (holding 1, 2, 3, 4) and
+    y of 4 float32 each: (model id, x, y)."""
+    model_id = add_model().prepare(client)
+    _, x = client.allocate_buffer(16)
+    _, y = client.allocate_buffer(16)
+    x.array(np.float32, [4])[:] = [1, 2, 3, 4]
+    return model_id, x, y
+
+
 def io(memory, n: int) -> ht.IOTensor:
     return ht.IOTensor(dataType=ht.DATA_TYPE_FLOAT32, dimensions=[n], format=ht.FORMAT_NONE,
                        data=memory.descriptor())

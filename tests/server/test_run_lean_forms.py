@@ -22,23 +22,15 @@ from nnrt.protos import hdi_pb2 as pb
 from nnrt.server import channel_connection, channel_server, sessions
 from tests.conftest import start_driver
 from tests.server.test_run_fast_path import ChannelRunner
-from tests.helpers.hdi_models import add_model, io
+from tests.helpers.hdi_models import io, prepared_add
 
 pytestmark = pytest.mark.multiprocess
-
-
-def _prepared(client):
-    model_id = add_model().prepare(client)
-    _, x = client.allocate_buffer(16)
-    _, y = client.allocate_buffer(16)
-    x.array(np.float32, [4])[:] = [1, 2, 3, 4]
-    return model_id, x, y
 
 
 def _polled(client):
     """A prepared quick model, run until the driver says REPLY_POLL: (model id, buffers x and
     y, the run's serialized inputs and outputs)."""
-    model_id, x, y = _prepared(client)
+    model_id, x, y = prepared_add(client)
     ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
     deadline = time.monotonic() + 10
     while model_id not in client._polled_models and time.monotonic() < deadline:
@@ -59,7 +51,7 @@ def test_the_same_tensors_make_their_run_request_once(runtime_dir, monkeypatch):
     driver = start_driver(runtime_dir, "cpu")
     try:
         with driver.client() as client:
-            model_id, x, y = _prepared(client)
+            model_id, x, y = prepared_add(client)
             ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
             for _ in range(5):
                 assert client.run(model_id, ins, outs, timeout=10).returnCode == NNRT_SUCCESS
@@ -101,7 +93,7 @@ def test_a_success_reply_seen_before_is_not_decoded_again(runtime_dir, monkeypat
     driver = start_driver(runtime_dir, "cpu")
     try:
         with driver.client() as client:
-            model_id, x, y = _prepared(client)
+            model_id, x, y = prepared_add(client)
             ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
             replies = [client.run(model_id, ins, outs, timeout=10) for _ in range(4)]
             assert all(r.returnCode == NNRT_SUCCESS for r in replies)
@@ -310,7 +302,7 @@ def test_a_polling_driver_still_sleeps_once_the_client_stops(runtime_dir, monkey
     driver = start_driver(runtime_dir, "cpu", "--spin-us", "300")
     try:
         with driver.client() as client:
-            model_id, x, y = _prepared(client)
+            model_id, x, y = prepared_add(client)
             for _ in range(300):
                 assert client.run(model_id, [io(x, 4)], [io(y, 4)], timeout=10).returnCode \
                     == NNRT_SUCCESS

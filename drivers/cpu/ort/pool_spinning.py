@@ -97,6 +97,7 @@ def pools_spinning() -> int:
 
 def went_wide(pool: object, threads: int) -> None:
     """A run took `pool` (a session with `threads` intra-op threads, the caller's among
-    them): its other threads spin on for a while after the run."""
-    if _mode != "off":
+    them): its other threads spin on for a while after the run (kept only where it is
+    asked: in auto, whose every look also forgets the pools that have spun out)."""
+    if _mode == "auto":
         _spinning[id(pool)] = (time.perf_counter() + POOL_SPIN_S, threads - 1)

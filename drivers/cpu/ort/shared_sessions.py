@@ -60,21 +60,24 @@ def shared_session(model: bytes, optimize: bool, options: tuple,
         if shared is not None:
             return shared
         maker = _making.setdefault(key, threading.Lock())
-    with maker:  # two prepares of one model at once: one session made, not two
-        with _lock:
-            shared = _shelf.get(key)
-        if shared is None:
-            shared = _make(model, optimize, make)
+    try:
+        with maker:  # two prepares of one model at once: one session made, not two
             with _lock:
-                _shelf[key] = shared
-                if optimize:  # the same model restored from its cache finds it too
-                    _shelf.setdefault(SessionKey(hashlib.sha256(shared.optimized_model).digest(),
-                                                 False, options), shared)
-        else:
-            log.debug("onnxruntime session shared with another prepared model of the same "
-                      "graph")
-    with _lock:
-        _making.pop(key, None)
+                shared = _shelf.get(key)
+            if shared is None:
+                shared = _make(model, optimize, make)
+                with _lock:
+                    _shelf[key] = shared
+                    if optimize:  # the same model restored from its cache finds it too
+                        _shelf.setdefault(SessionKey(
+                            hashlib.sha256(shared.optimized_model).digest(), False, options),
+                            shared)
+            else:
+                log.debug("onnxruntime session shared with another prepared model of the "
+                          "same graph")
+    finally:  # a failed make too: the next prepare tries afresh
+        with _lock:
+            _making.pop(key, None)
     return shared
 
 

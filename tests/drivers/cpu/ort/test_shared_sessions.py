@@ -14,6 +14,7 @@ from nnrt.drivers.cpu.device import CpuDevice
 from nnrt.drivers.cpu.ort import engine, pool_spinning, shared_sessions
 from nnrt.hdi.device import PrepareConfig
 from nnrt.hdi.graph import Graph
+from nnrt.hdi.reference.kernel import create_kernel
 from nnrt.protos import node_attrs_pb2 as na
 from tests.conftest import admin_details, start_driver
 from tests.drivers.cpu.ort.test_spinning import one_segment
@@ -159,3 +160,26 @@ def test_compilations_of_one_model_share_its_session_in_the_driver(tmp_path, mon
                                            rtol=1e-5, atol=1e-5)
     finally:
         assert driver.stop() == 0
+
+
+def test_a_session_that_fails_to_be_made_leaves_nothing_behind(monkeypatch):
+    """onnxruntime refusing the model leaves that prepare's nodes on numpy (the partition's
+    own rule) and nothing on the shelf; the next prepare makes the session afresh."""
+    real = engine._session
+    calls = []
+
+    def refuse_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("refused")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_session", refuse_once)
+    graph, x = dense(seed=8)
+    kernels = {i: create_kernel(node) for i, node in enumerate(graph.nodes)}
+    assert engine.partition(graph, kernels).single_segment is None  # numpy computes it
+    assert calls == [1] and not shared_sessions._making
+    segment = one_segment(graph)
+    assert calls == [1, 1]
+    np.testing.assert_allclose(segment.execute([x], narrow=False)[0], expected(graph, x),
+                               rtol=1e-5, atol=1e-5)
