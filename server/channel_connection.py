@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from nnrt.common import session_channel as channel
+from nnrt.server.channel_mailbox import ConnectionMailbox
 from nnrt.server.sessions import Session
 from nnrt.server.uid_quotas import DEFAULT_MAX_SESSIONS_PER_UID
 
@@ -127,6 +128,7 @@ class Connection:
         self.admitted_uid: int | None = None  # counted in the UidLedger until the session ends
         self.readable = select.poll()  # channel_server._more_pending
         self.readable.register(sock, select.POLLIN)
+        self.mailbox: ConnectionMailbox | None = None  # its Run mailbox (op "mailbox")
 
     def begin_run(self, seq: int) -> str:
         """"ok" (counted in flight), "busy" (at the session's cap) or "ended"."""
@@ -169,6 +171,8 @@ class Connection:
             self._queued_bytes = self._queued_fds = 0
         for _, fds in dropped:
             channel.close_fds(fds)
+        if self.mailbox is not None:
+            self.mailbox.close()
         if close:
             self.sock.close()
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.common import session_channel as channel
 from nnrt.common.cpus import spare_cpu
+from nnrt.common.run_mailbox import DOORBELL, DOORBELL_PACKET
 from nnrt.common.errors import (
     HDF_ERR_NOPERM,
     NNRT_DEVICE_BUSY,
@@ -43,6 +44,7 @@ from nnrt.common.errors import (
     NNRT_INVALID_PARAMETER,
     NNRT_OPERATION_FORBIDDEN,
 )
+from nnrt.server.channel_mailbox import Doorbell, open_mailbox
 from nnrt.server.channel_messages import cancel_run, handle_message, send_reply
 from nnrt.server.channel_connection import (ChannelPolicy, Connection, peer_credentials,
                                            peer_groups)
@@ -63,6 +65,7 @@ _pack_run_reply = channel.RUN_REPLY.pack
 _BUSY = pb.RunReply(returnCode=NNRT_DEVICE_BUSY).SerializeToString()
 _FORBIDDEN = pb.RunReply(returnCode=NNRT_OPERATION_FORBIDDEN).SerializeToString()
 _FAILED = pb.RunReply(returnCode=NNRT_FAILED).SerializeToString()
+_INVALID = pb.RunReply(returnCode=NNRT_INVALID_PARAMETER).SerializeToString()
 
 # The channel's own thread computes a Run seen before that is expected to take less than
 # QUICK_RUN_S (the hand-off to a worker would cost more), or, while its session is the only
@@ -79,6 +82,7 @@ _FAILED = pb.RunReply(returnCode=NNRT_FAILED).SerializeToString()
 # carries REPLY_POLL, whatever the gap: the client polls for the next one by the same rule
 # (NNRT_CLIENT_SPIN_US).
 QUICK_RUN_S = 200e-6
+_MAILBOX_LOOKS = 128  # looks at a polled session's mailbox between two polls of the sockets
 SOLO_RUN_S = 0.005
 MAX_SPIN_US = 10_000
 SOLO_S = 0.002
@@ -179,7 +183,9 @@ class SessionChannelServer:
                  if self.policy.max_uid_memory is None else "")
         self._stopping = False
         self._packet = bytearray(channel.MAX_PACKET)  # what the selector thread reads into
-        self._spin_next = False  # poll for the next packet before sleeping (`_spin`)
+        self._spin_next = False  # poll for the next packet before sleeping (`_spin`) ...
+        self._spin_until = 0.0  # ... until then (perf_counter) ...
+        self._polled: Connection | None = None  # ... and this session's Run mailbox, if any
         spare_cpu()  # its one fd opened now, with the driver's own, not at some client's run
         self._last_served: Connection | None = None  # whose packet came last ...
         self._others_until = 0.0  # ... and till when another session counts as active
@@ -261,8 +267,10 @@ class SessionChannelServer:
         timeout = None
         if self._accept_resume is not None:
             timeout = max(0.0, self._accept_resume - time.monotonic())
-        events = self._spin() if self._spin_next else None
-        if not events:
+        events = self._spin() if self._spin_next else []
+        if events is None:  # it served a Run from the mailbox: round again (to poll on)
+            events = []
+        elif not events:
             events = self._selector.select(timeout)
         if self._accept_resume is not None and time.monotonic() >= self._accept_resume:
             self._accept_resume = None
@@ -285,15 +293,89 @@ class SessionChannelServer:
         Run's round trip). Only after a run this thread made for the one active session
         whose last gap fitted (`_start_run`), so a busy driver or a client that works
         between its runs costs no CPU; at most `spin_s` per run otherwise. It yields the
-        CPU between looks: a client on the same vCPU runs meanwhile."""
+        CPU between looks: a client on the same vCPU runs meanwhile.
+
+        A session with a Run mailbox (common/run_mailbox.py) may post its Run there
+        meanwhile: looked at between the sockets' polls, served at once (None returned: come
+        round again, to poll on after it). The mailbox says "polled" only while this loop
+        runs (opened with the reply, `_plan_spin`, closed on the way out)."""
         self._spin_next = False
-        until = time.perf_counter() + self.policy.spin_s
+        until = self._spin_until
         select = self._selector.select
+        connection, self._polled = self._polled, None
+        box = connection.mailbox if connection is not None and connection.registered else None
+        if box is None or box.closed:
+            while True:
+                events = select(0)
+                if events or time.perf_counter() >= until:
+                    return events
+                os.sched_yield()
+        posted = box.mailbox.posted
         while True:
+            for _ in range(_MAILBOX_LOOKS):
+                if posted():
+                    box.mailbox.close_window()
+                    self._take_from_mailbox(connection)
+                    return None
             events = select(0)
             if events or time.perf_counter() >= until:
+                box.mailbox.close_window()
+                if posted():  # posted as the window closed: served now, not at a doorbell
+                    self._take_from_mailbox(connection)
+                    return events or None
                 return events
             os.sched_yield()
+
+    def _plan_spin(self, connection: Connection, spin: bool) -> None:
+        """Whether this thread polls for `connection`'s next Run after the reply it is about
+        to send; the session's mailbox says so before that reply leaves (its client decides
+        on the mailbox as soon as it has the reply)."""
+        self._spin_next = spin
+        if not spin:
+            return
+        self._spin_until = time.perf_counter() + self.policy.spin_s
+        self._polled = connection
+        box = connection.mailbox
+        if box is not None and not box.closed:
+            box.mailbox.open_window(time.monotonic_ns() + int(self.policy.spin_s * 1e9))
+
+    def _take_from_mailbox(self, connection: Connection) -> None:
+        """Serve the Run request posted in `connection`'s mailbox, as one from the socket."""
+        try:
+            seq, data = connection.mailbox.mailbox.take_request()
+        except ValueError as exc:
+            log.warning("session %d: malformed mailbox request: %s", connection.session.id, exc)
+            connection.send(channel.encode_message(
+                {"seq": None, "returnCode": NNRT_INVALID_PARAMETER}))
+            return
+        if not data.startswith(channel.RUN) or len(data) < _RUN_AT or \
+                _RUN_HEADER(data, 1)[0] != seq:
+            log.warning("session %d: mailbox request %d is not a Run packet of that seq: "
+                        "refused", connection.session.id, seq)
+            self._send_run_reply(connection, seq, _INVALID)
+            return
+        self._start_run(connection, data, posted=True)
+
+    def _doorbell(self, connection: Connection, data: bytes) -> None:
+        """The client of a mailbox Run stopped polling and sleeps on the socket."""
+        box = connection.mailbox
+        if box is None or len(data) != len(DOORBELL) + DOORBELL_PACKET.size:
+            log.warning("session %d: doorbell of %d bytes%s: refused", connection.session.id,
+                        len(data), "" if box is not None else " and no mailbox")
+            connection.send(channel.encode_message(
+                {"seq": None, "returnCode": NNRT_INVALID_PARAMETER}))
+            return
+        (seq,) = DOORBELL_PACKET.unpack_from(data, len(DOORBELL))
+        found = box.ring(seq)
+        if found is Doorbell.POSTED:
+            connection.send(data)  # echoed: "your reply is in the mailbox"
+        elif found is Doorbell.WAITING:
+            self._take_from_mailbox(connection)  # its reply goes to the socket: it rang
+        elif found is Doorbell.UNKNOWN:
+            log.warning("session %d: doorbell for Run %d, which is not in its mailbox",
+                        connection.session.id, seq)
+            self._send_run_reply(connection, seq, _INVALID)
+        # PENDING: computing; its reply goes to the socket
 
     def _drain_wake(self) -> None:
         try:
@@ -456,6 +538,10 @@ class SessionChannelServer:
                 channel.close_fds(fds)
             self._start_run(connection, data)
             return
+        if data.startswith(DOORBELL):
+            channel.close_fds(fds)
+            self._doorbell(connection, data)
+            return
         try:
             message = channel.parse_message(data, fds)
         except ValueError as exc:
@@ -467,10 +553,16 @@ class SessionChannelServer:
             channel.close_fds(fds)
             send_reply(connection, cancel_run(connection, message))
             return
+        if message.get("op") == "mailbox":
+            send_reply(connection, open_mailbox(connection, message.get("seq"), fds,
+                                                self.policy.spin_s > 0))
+            return
         reply, out_fds = handle_message(session, message, fds)
         send_reply(connection, reply, out_fds)
 
-    def _start_run(self, connection: Connection, data: bytes) -> None:
+    def _start_run(self, connection: Connection, data: bytes, posted: bool = False) -> None:
+        """Serve a Run packet (`posted`: from the session's mailbox, whose client polls for
+        this one reply: no packet behind it to look for)."""
         session = connection.session
         header = channel.RUN_REQUEST
         if len(data) < 1 + header.size:
@@ -490,7 +582,8 @@ class SessionChannelServer:
             connection.answered_at = 0.0
         if not self._runs and not connection.runs and not connection.busy_refused and \
                 not self._intake_closed and time.monotonic() >= self._others_until and \
-                self.policy.max_runs_per_session and not _more_pending(connection.readable):
+                self.policy.max_runs_per_session and \
+                (posted or not _more_pending(connection.readable)):
             # The common Run, every state trivial: no Run in flight anywhere on the channel
             # (so none of this session's to cap or cancel, and no other thread sends on this
             # connection), no other session active, no packet behind it. The Runner says
@@ -499,11 +592,11 @@ class SessionChannelServer:
             known = self.runner.run_known(session, data[_RUN_AT:], deadline, SOLO_RUN_S)
             if known is not None:
                 reply, expected = known
-                self._send_alone(connection, seq, reply,
-                                 channel.REPLY_POLL if expected < QUICK_RUN_S else 0)
+                quick = expected < QUICK_RUN_S
+                self._plan_spin(connection, quick and connection.gap < self.policy.spin_s and
+                                spare_cpu().now())
+                self._send_alone(connection, seq, reply, channel.REPLY_POLL if quick else 0)
                 connection.answered_at = time.perf_counter()
-                self._spin_next = expected < QUICK_RUN_S and \
-                    connection.gap < self.policy.spin_s and spare_cpu().now()
                 return
         state = "stopping" if self._intake_closed else connection.begin_run(seq)
         if state == "busy":
@@ -531,11 +624,11 @@ class SessionChannelServer:
             solo = self._runs == 1 and time.monotonic() >= self._others_until
             quick = estimate < QUICK_RUN_S
             if quick or solo:
+                self._plan_spin(connection, solo and quick and
+                                connection.gap < self.policy.spin_s and spare_cpu().now())
                 self._run(connection, seq, deadline, payload,
                           channel.REPLY_POLL if solo and quick else 0)
                 connection.answered_at = time.perf_counter()
-                self._spin_next = solo and quick and connection.gap < self.policy.spin_s and \
-                    spare_cpu().now()
                 return
         if self.runner.queue(session, payload,
                              lambda: self._run(connection, seq, deadline, payload)):
@@ -574,6 +667,8 @@ class SessionChannelServer:
         Run of the connection in flight nobody else sends on it, so `Connection.send`'s
         lock and queue are needed only when packets wait already (or it ended)."""
         packet = b"".join((channel.RUN, _pack_run_reply(seq, flags), reply))
+        if connection.mailbox is not None and connection.mailbox.post_reply(seq, packet):
+            return
         if connection.writing or connection.ended or connection.overflowed:
             connection.send(packet)  # behind what is queued, or dropped
             return
@@ -587,4 +682,8 @@ class SessionChannelServer:
     @staticmethod
     def _send_run_reply(connection: Connection, seq: int, reply: bytes,
                         flags: int = 0) -> None:
-        connection.send(b"".join((channel.RUN, _pack_run_reply(seq, flags), reply)))
+        """A Run's reply: to the mailbox when the run came from there and its client still
+        polls it, else to the socket."""
+        packet = b"".join((channel.RUN, _pack_run_reply(seq, flags), reply))
+        if connection.mailbox is None or not connection.mailbox.post_reply(seq, packet):
+            connection.send(packet)

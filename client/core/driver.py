@@ -38,7 +38,6 @@ and Run over the session channel.
 
 from __future__ import annotations
 
-import _thread
 import itertools
 import logging
 import math
@@ -59,10 +58,13 @@ from nnrt.protos import hdi_pb2_grpc as rpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common import session_channel as channel
 from nnrt.common.cpus import spare_cpu, usable_cores
-from nnrt.common.errors import NNRT_SUCCESS
+from nnrt.common.errors import NNRT_FAILED, NNRT_SUCCESS
+from nnrt.common.run_mailbox import DOORBELL, DOORBELL_PACKET, RunMailbox
 
 from .errors import DriverGone, UntrustedDriver
 from .hdi_calls import HdiCalls
+from .run_mailbox import ClientMailbox, mailbox_wanted
+from .waiter import Waiter
 from .run_framing import PROFILE_FIELD, RunTicket, run_request_bytes, unless_past_deadline
 from nnrt.common.runtime_dir import (SERVICE_USER_ENV, UnsafeRuntimeDir, check_runtime_dir,
                                      grpc_socket, runtime_dir, session_socket, trusted_uids)
@@ -103,46 +105,15 @@ _RUN_HEADER = channel.RUN_REQUEST.pack  # Run packet: RUN | seq, timeout_ms, thi
 _RUN_OVERHEAD = len(channel.RUN) + channel.RUN_REQUEST.size
 
 
-class Waiter:
-    """One request's wait for its reply: a lock held from the start and released to wake
-    the waiting caller — by the reader with the reply (`deliver`), at the session's death,
-    or to make it the reader (`wake` without a reply: the caller looks again). Far cheaper
-    than a threading.Event per request."""
-
-    __slots__ = ("_lock", "reply", "fds", "answered", "flags")
-
-    def __init__(self) -> None:
-        self._lock = _thread.allocate_lock()
-        self._lock.acquire()
-        self.reply = None
-        self.fds: list[int] = []
-        self.answered = False
-        self.flags = 0  # a Run reply's (channel.REPLY_POLL)
-
-    def deliver(self, reply, fds: list[int], flags: int = 0) -> None:
-        self.reply, self.fds, self.flags, self.answered = reply, fds, flags, True
-        self.wake()
-
-    def wake(self) -> None:
-        try:
-            self._lock.release()
-        except RuntimeError:  # already woken, not yet waited for: it looks again anyway
-            pass
-
-    def sleep(self, timeout: float | None) -> None:
-        """Until woken, or `timeout` seconds (None: no limit)."""
-        if timeout is None:
-            self._lock.acquire()
-        elif timeout > 0:
-            self._lock.acquire(True, timeout)
-
-
-
 _RUN_BYTE = channel.RUN[0]
 _RUN_REPLY_HEADER = channel.RUN_REPLY.unpack_from
 _receive_into = channel.receive_into
 _NOW = channel.NOW
 _RUN_REPLY_AT = len(channel.RUN) + channel.RUN_REPLY.size  # where a Run reply's protobuf starts
+_DOORBELL_BYTE = DOORBELL[0]
+_DOORBELL_SIZE = len(DOORBELL) + DOORBELL_PACKET.size
+_LOST_REPLY = pb.RunReply(returnCode=NNRT_FAILED, reason="the driver said the reply was in "
+                          "the Run mailbox: it was not").SerializeToString()
 
 
 def _drain_pipe(fd: int) -> None:
@@ -200,6 +171,8 @@ class DriverClient(HdiCalls):
         self._replied_at = 0.0  # when the last Run reply was read (think times, `run`)
         self._spin = spin_seconds()  # how long a quick Run polls for its reply (`run`)
         self._hung_up = False  # the reader met end-of-file (the watcher marks the death)
+        self._mailbox: ClientMailbox | None = None  # polled Runs' (client/core/run_mailbox.py)
+        self._mailbox_wanted = mailbox_wanted()  # not asked for yet, and wanted
         try:  # who may have put these sockets there: before anything is sent or received
             check_runtime_dir(self.session_path.parent)
         except UnsafeRuntimeDir as exc:
@@ -335,6 +308,14 @@ class DriverClient(HdiCalls):
                 seq, flags = _RUN_REPLY_HEADER(buffer, 1)
                 reply = bytes(view[_RUN_REPLY_AT:size])
                 self._replied_at = _perf_counter()
+            elif size and buffer[0] == _DOORBELL_BYTE:  # "the reply is in the mailbox"
+                if size != _DOORBELL_SIZE:
+                    raise ValueError(f"a doorbell of {size} bytes")
+                (seq,) = DOORBELL_PACKET.unpack_from(buffer, len(DOORBELL))
+                if seq in self._waiters:  # else: taken from the mailbox as it rang
+                    self._deliver_from_mailbox(seq, self._mailbox.reply(seq)
+                                               if self._mailbox is not None else None)
+                return True
             else:
                 reply = channel.parse_message(bytes(view[:size]), fds)
                 seq = reply.get("seq")
@@ -358,6 +339,48 @@ class DriverClient(HdiCalls):
             return True
         waiter.deliver(reply, fds, flags)
         return True
+
+    def _deliver_from_mailbox(self, seq: int, packet: bytes | None) -> None:
+        """Hand Run `seq`'s reply packet, read from the mailbox, to its waiter."""
+        if packet is None or len(packet) < _RUN_REPLY_AT or packet[0] != _RUN_BYTE:
+            log.error("driver %s: the reply to Run %d is not in the Run mailbox",
+                      self.grpc_path.name, seq)
+            reply, flags = _LOST_REPLY, 0
+        else:
+            _, flags = _RUN_REPLY_HEADER(packet, 1)
+            reply = packet[_RUN_REPLY_AT:]
+        self._replied_at = _perf_counter()
+        waiter = self._waiters.pop(seq, None)
+        if waiter is not None:
+            waiter.deliver(reply, [], flags)
+
+    def _open_mailbox(self) -> None:
+        """Hand the driver this session's Run mailbox (once; a driver that declines it, or
+        an old one, leaves every Run on the socket)."""
+        with self._lock:
+            if not self._mailbox_wanted:
+                return
+            self._mailbox_wanted = False
+        try:
+            mailbox, fd = RunMailbox.create()
+        except OSError as exc:
+            log.debug("no Run mailbox: %s", exc)
+            return
+        try:
+            try:
+                reply, fds = self._session_request({"op": "mailbox"}, [fd])
+            finally:
+                os.close(fd)
+            channel.close_fds(fds)
+        except BaseException:
+            mailbox.close()
+            raise
+        if reply.get("returnCode") == NNRT_SUCCESS:
+            self._mailbox = ClientMailbox(mailbox)
+        else:
+            log.debug("driver %s keeps Runs on the socket (mailbox: returnCode %s)",
+                      self.grpc_path.name, reply.get("returnCode"))
+            mailbox.close()
 
     def _hand_on(self) -> None:
         """Wake a waiting caller to become the reader (no reader now, somebody waits)."""
@@ -545,30 +568,47 @@ class DriverClient(HdiCalls):
                     self._requests.clear()
                 self._requests[key] = data
         timeout_ms = 0 if timeout is None else max(1, math.ceil(timeout * 1000))
-        seq = next(self._seq)
-        waiter = Waiter()
-        with self._lock:
-            if self._dead.is_set():
-                raise self._gone()
-            self._waiters[seq] = waiter
-        try:
-            replied_at = self._replied_at
-            think = channel.NO_THINK_TIME if not replied_at else \
-                min(int((_perf_counter() - replied_at) * 1e6), channel.NO_THINK_TIME - 1)
-            self._sock.send(b"".join((channel.RUN, _RUN_HEADER(seq, timeout_ms, think), data)))
-        except OSError as exc:
-            self._waiters.pop(seq, None)
-            if self._dead.is_set():
-                raise self._gone() from exc
-            raise DriverGone(f"session channel: {exc}") from exc
-        if ticket is not None:
-            ticket.started(self, seq)
+        replied_at = self._replied_at
+        think = channel.NO_THINK_TIME if not replied_at else \
+            min(int((_perf_counter() - replied_at) * 1e6), channel.NO_THINK_TIME - 1)
         # Polling pays while the driver polls for this Run too (the same window, after a
         # reply): later, it is asleep, and its wake-up alone outlasts the window (a call
         # after 0.2 s idle polled its whole 200 µs, measured)
         spin = self._spin if think < self._spin * 1e6 and model_id in self._polled_models \
             and spare_cpu().now() else 0.0
-        if not self._await(seq, waiter, timeout, spin):
+        if spin and self._mailbox_wanted:
+            self._open_mailbox()
+        seq = next(self._seq)
+        packet = b"".join((channel.RUN, _RUN_HEADER(seq, timeout_ms, think), data))
+        waiter = Waiter()
+        with self._lock:
+            if self._dead.is_set():
+                raise self._gone()
+            self._waiters[seq] = waiter
+        mailbox = self._mailbox
+        if spin and mailbox is not None and mailbox.takes(packet) and \
+                self._reader.acquire(False):
+            try:  # posted in the mailbox, polled there (client/core/run_mailbox.py)
+                posted = len(self._waiters) == 1
+                if posted:
+                    self._run_in_mailbox(mailbox, seq, packet, timeout, ticket)
+            finally:
+                self._reader.release()
+                self._hand_on()
+        else:
+            posted = False
+        if not posted:
+            try:
+                self._sock.send(packet)
+            except OSError as exc:
+                self._waiters.pop(seq, None)
+                if self._dead.is_set():
+                    raise self._gone() from exc
+                raise DriverGone(f"session channel: {exc}") from exc
+            if ticket is not None:
+                ticket.started(self, seq)
+        if not waiter.answered and not self._await(seq, waiter, timeout,
+                                                   0.0 if posted else spin):
             raise TimeoutError(f"Run exceeded {timeout} s")
         if not waiter.answered:
             raise self._gone()
@@ -579,6 +619,22 @@ class DriverClient(HdiCalls):
         else:
             self._polled_models.discard(model_id)
         return waiter.reply
+
+    def _run_in_mailbox(self, mailbox: ClientMailbox, seq: int, packet: bytes,
+                        timeout: float | None, ticket: RunTicket | None) -> None:
+        """Post Run `seq` in the mailbox and poll for its reply for the polling window (never
+        past the caller's deadline); then the doorbell, and the caller waits on the socket."""
+        until = time.monotonic() + (self._spin if timeout is None else min(self._spin, timeout))
+        if ticket is not None:
+            ticket.started(self, seq)
+        try:
+            reply = mailbox.post_and_poll(self._sock, seq, packet, until, self._dead)
+        except OSError as exc:  # the doorbell: the driver is gone (the watcher says so)
+            self._death_reason = self._death_reason or f"session channel: {exc}"
+            self._hung_up = True
+            return
+        if reply is not None:
+            self._deliver_from_mailbox(seq, reply)
 
     def cancel_run(self, seq: int) -> bool:
         """Have the driver abandon the Run `seq` of this session (True when it was in flight
@@ -596,6 +652,12 @@ class DriverClient(HdiCalls):
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+        if self._mailbox is not None and self._reader.acquire(timeout=1.0):
+            try:  # no reader polls it now, nor will (the session is dead)
+                self._mailbox.close()
+                self._mailbox = None
+            finally:
+                self._reader.release()
         self._sock.close()
         self._channel.close()
         if threading.current_thread() is not self._watcher:
