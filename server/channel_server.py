@@ -589,14 +589,14 @@ class SessionChannelServer:
             # connection), no other session active, no packet behind it. The Runner says
             # whether the rest is (`run_known`); then this thread computes and answers it in
             # one go, no connection bookkeeping, no estimate asked apart.
-            known = self.runner.run_known(session, data[_RUN_AT:], deadline, SOLO_RUN_S)
-            if known is not None:
-                reply, expected = known
+            def answer(reply: bytes, expected: float) -> None:
                 quick = expected < QUICK_RUN_S
                 self._plan_spin(connection, quick and connection.gap < self.policy.spin_s and
                                 spare_cpu().now())
                 self._send_alone(connection, seq, reply, channel.REPLY_POLL if quick else 0)
                 connection.answered_at = time.perf_counter()
+
+            if self.runner.run_known(session, data[_RUN_AT:], deadline, SOLO_RUN_S, answer):
                 return
         state = "stopping" if self._intake_closed else connection.begin_run(seq)
         if state == "busy":

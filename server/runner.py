@@ -146,25 +146,27 @@ class Runner:
         return entry.recent_run_s if entry.static_output_shapes is not None else None
 
     def run_known(self, session: Session, payload: bytes, deadline: float | None,
-                  within_s: float) -> tuple[bytes, float] | None:
+                  within_s: float, answer: Callable[[bytes, float], None]) -> bool:
         """The common Run in one frame: a request seen, checked and bound before
         (`CheckedRequest.bound`), of a model of static shapes whose serialized reply is
         kept, expected to compute in less than `within_s`, no fault in force, the device
-        idle, its caller's deadline not passed. (reply bytes, the expected seconds) — or
-        None, with nothing done, when any of these does not hold: the caller then takes
-        the ordinary path (`estimate`, `run_packet`), which makes the same checks one by
-        one and answers the others. What `_run` and execution.execute do for such a run,
-        without their calls: counted in the stats, the buffers borrowed (a released one is
-        refused with its code), computed in the scheduler's turn, the recent time kept.
-        The caller's cancel is its own concern: it asks only with no Run of the session in
-        flight (nothing to cancel)."""
+        idle, its caller's deadline not passed. True once served: computed, answered
+        through `answer(reply bytes, the expected seconds)`, then counted. False, with
+        nothing done, when any of these does not hold: the caller then takes the ordinary
+        path (`estimate`, `run_packet`), which makes the same checks one by one and answers
+        the others. What `_run` and execution.execute do for such a run, without their
+        calls: counted in the stats, the buffers borrowed (a released one is refused with
+        its code), computed in the scheduler's turn, the recent time kept — the buffers'
+        return, the time and the count after the answer, which nobody waits for then (its
+        caller may be polling for it). The caller's cancel is its own concern: it asks only
+        with no Run of the session in flight (nothing to cancel)."""
         if self.faults.armed or session.closed:
-            return None
+            return False
         last = session.known_run
         if last is None or last[0] != payload:
             last = _known(session, payload)
             if last is None:
-                return None
+                return False
             entry, request = last
         else:
             entry, request = last[1], last[2]
@@ -172,7 +174,7 @@ class Runner:
         expected = entry.recent_run_s
         if bound is None or reply is None or expected >= within_s or self.scheduler.busy \
                 or (deadline is not None and time.monotonic() >= deadline):
-            return None
+            return False
         stats = self.stats
 
         def cancelled() -> bool:  # as `_run`'s, with no cancel of its own to ask
@@ -181,26 +183,35 @@ class Runner:
 
         started_at = stats.begin()
         code = NNRT_FAILED
+        regions = None
+        took = None
         try:
-            started = time.perf_counter()
-            buffers = session.buffers
-            regions = buffers.take(request.buffer_ids)  # refuses a released buffer
             try:
+                started = time.perf_counter()
+                buffers = session.buffers
+                regions = buffers.take(request.buffer_ids)  # refuses a released buffer
                 self.scheduler.run(session.id, cancelled, functools.partial(bound, cancelled))
+                took = time.perf_counter() - started
+                code = NNRT_SUCCESS
+            except Exception as exc:
+                refused = refusal("Run", f"session {session.id}", exc, pb.RunReply)
+                code = refused.returnCode
+                reply = refused.SerializeToString()
+            counting = stats.lock  # held over the answer: nobody who saw it reads the
+            counting.acquire()  # counters before this run is counted in them
+            try:
+                answer(reply, expected)
             finally:
-                buffers.give_back(regions)
-            took = time.perf_counter() - started
-            entry.recent_run_s = 0.8 * expected + 0.2 * took
-            code = NNRT_SUCCESS
-        except Exception as exc:
-            refused = refusal("Run", f"session {session.id}", exc, pb.RunReply)
-            code = refused.returnCode
-            reply = refused.SerializeToString()
+                gone = code in (NNRT_TIME_OUT, NNRT_CANCELLED) or \
+                    (deadline is not None and time.monotonic() >= deadline)
+                stats.end_held(started_at, code == NNRT_SUCCESS, gone, code, entry.name)
+                counting.release()
         finally:
-            gone = code in (NNRT_TIME_OUT, NNRT_CANCELLED) or \
-                (deadline is not None and time.monotonic() >= deadline)
-            stats.end(started_at, code == NNRT_SUCCESS, gone, code, entry.name)
-        return reply, expected
+            if regions is not None:
+                buffers.give_back(regions)
+            if took is not None:
+                entry.recent_run_s = 0.8 * expected + 0.2 * took
+        return True
 
     def queue(self, session: Session, payload: bytes, job: Callable[[], None]) -> bool:
         """For the session channel: queue a Run whole with the device's run scheduler when

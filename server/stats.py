@@ -117,26 +117,38 @@ class RunStats:
             code: int | None = None, model: str | None = None) -> None:
         """`finished(...)` of a run counted in by `begin()` (`started_at`: what it returned)."""
         with self._lock:
-            self._in_flight -= 1
-            if succeeded:
-                self._last_progress = time.monotonic()
-                self._completed += 1
-                if started_at is not None:
-                    latency = self._last_progress - started_at
-                    self._latency_counts[bisect.bisect_left(LATENCY_BUCKETS, latency)] += 1
-                    self._latency_sum += latency
-            elif abandoned:
-                self._abandoned += 1
-            else:
-                self._failed += 1
-                if code is not None:
-                    name = code_name(code)
-                    self._failed_by_code[name] = self._failed_by_code.get(name, 0) + 1
-            if model is not None:
-                if model not in self._by_model and len(self._by_model) >= MAX_MODEL_LABELS:
-                    model = OTHER_MODEL
-                counts = self._by_model.setdefault(model, [0, 0, 0])
-                counts[0 if succeeded else 2 if abandoned else 1] += 1
+            self.end_held(started_at, succeeded, abandoned, code, model)
+
+    @property
+    def lock(self) -> threading.Lock:
+        """The counters' lock, for a run answered before it is counted (the one-frame Run,
+        server/runner.py): held from before its answer until `end_held`, so that whoever
+        saw the answer and then reads the counters finds the run counted."""
+        return self._lock
+
+    def end_held(self, started_at: float | None, succeeded: bool, abandoned: bool,
+                 code: int | None = None, model: str | None = None) -> None:
+        """`end` by a caller that holds `lock`."""
+        self._in_flight -= 1
+        if succeeded:
+            self._last_progress = time.monotonic()
+            self._completed += 1
+            if started_at is not None:
+                latency = self._last_progress - started_at
+                self._latency_counts[bisect.bisect_left(LATENCY_BUCKETS, latency)] += 1
+                self._latency_sum += latency
+        elif abandoned:
+            self._abandoned += 1
+        else:
+            self._failed += 1
+            if code is not None:
+                name = code_name(code)
+                self._failed_by_code[name] = self._failed_by_code.get(name, 0) + 1
+        if model is not None:
+            if model not in self._by_model and len(self._by_model) >= MAX_MODEL_LABELS:
+                model = OTHER_MODEL
+            counts = self._by_model.setdefault(model, [0, 0, 0])
+            counts[0 if succeeded else 2 if abandoned else 1] += 1
 
     def snapshot(self) -> RunCounts:
         with self._lock:

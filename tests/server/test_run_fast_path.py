@@ -47,8 +47,8 @@ class ChannelRunner:
     def queue(self, session, payload: bytes, job) -> bool:
         return False
 
-    def run_known(self, session, payload: bytes, deadline, within_s):
-        return None  # never the one-frame lane: every run takes the path under test
+    def run_known(self, session, payload: bytes, deadline, within_s, answer):
+        return False  # never the one-frame lane: every run takes the path under test
 
 
 def _session_with_model(batch: int = 2, faults: FaultInjection | None = None):

@@ -74,6 +74,18 @@ def _quick(session: Session) -> None:
         entry.recent_run_s = QUICK_RUN_S / 10
 
 
+def _one_frame(runner, session, payload, deadline):
+    """`Runner.run_known`'s answer: (reply bytes, expected seconds), or None when it left the
+    run to the ordinary path."""
+    answers = []
+    if not runner.run_known(session, payload, deadline, SOLO_RUN_S,
+                            lambda reply, expected: answers.append((reply, expected))):
+        assert not answers
+        return None
+    (answer,) = answers
+    return answer
+
+
 def test_the_common_run_is_computed_and_counted_in_one_frame(runner_session, monkeypatch):
     runner, session = runner_session
     entry, payload, x, y, _ = _primed(runner, session)
@@ -83,7 +95,7 @@ def test_the_common_run_is_computed_and_counted_in_one_frame(runner_session, mon
     x.array(0, np.float32, 4)[:] = [1, 2, 3, 4]
     for _ in range(3):  # known_run's bytes compare equal: no lookup of the table either
         _quick(session)
-        reply, expected = runner.run_known(session, bytes(payload), None, SOLO_RUN_S)
+        reply, expected = _one_frame(runner, session, bytes(payload), None)
         assert reply is entry.success_reply and expected < SOLO_RUN_S
     np.testing.assert_array_equal(y.array(0, np.float32, 4), [2, 3, 4, 5])
     after = runner.stats.snapshot()
@@ -91,11 +103,34 @@ def test_the_common_run_is_computed_and_counted_in_one_frame(runner_session, mon
     assert after.by_model["add_one"][0] == before.by_model["add_one"][0] + 3
 
 
+def test_the_answer_goes_before_the_buffers_return_and_the_count(runner_session):
+    # Whoever polls for the reply gets it first; the bookkeeping follows on the same thread,
+    # and a reader of the counters who saw the answer waits for the run to be counted.
+    runner, session = runner_session
+    _, payload, x, _, x_id = _primed(runner, session)
+    closed, seen, read = [], [], []
+    x.on_close = lambda: closed.append(1)
+    before = runner.stats.snapshot().completed
+    reader = threading.Thread(target=lambda: read.append(runner.stats.snapshot()))
+
+    def answer(reply, expected):
+        session.buffers.remove(x_id)  # the client releases its input at once: still borrowed
+        seen.append(len(closed))
+        reader.start()
+        reader.join(0.2)
+        seen.append(read[:])  # the counters wait for this run's count
+
+    assert runner.run_known(session, payload, None, SOLO_RUN_S, answer)
+    reader.join(5)
+    assert seen == [0, []] and closed == [1]  # unmapped by the run's give-back
+    assert (read[0].in_flight, read[0].completed) == (0, before + 1)
+
+
 def test_a_request_not_seen_before_is_left_to_the_ordinary_path(runner_session):
     runner, session = runner_session
     entry, payload, _, _, _ = _add_one(session)
-    assert runner.run_known(session, payload, None, SOLO_RUN_S) is None
-    assert runner.run_known(session, b"\x08\x7f", None, SOLO_RUN_S) is None  # no such model
+    assert _one_frame(runner, session, payload, None) is None
+    assert _one_frame(runner, session, b"\x08\x7f", None) is None  # no such model
     assert runner.stats.snapshot().completed == 0  # nothing done, nothing counted
 
 
@@ -103,9 +138,9 @@ def test_an_armed_fault_leaves_the_fast_path_until_it_is_cleared(runner_session)
     runner, session = runner_session
     _, payload, _, _, _ = _primed(runner, session)
     runner.faults.apply(Faults(run_delay_ms=1))
-    assert runner.run_known(session, payload, None, SOLO_RUN_S) is None
+    assert _one_frame(runner, session, payload, None) is None
     runner.faults.apply(Faults())
-    assert runner.run_known(session, payload, None, SOLO_RUN_S) is not None
+    assert _one_frame(runner, session, payload, None) is not None
 
 
 def test_a_busy_device_a_slow_model_or_a_passed_deadline_leave_it(runner_session):
@@ -117,15 +152,15 @@ def test_a_busy_device_a_slow_model_or_a_passed_deadline_leave_it(runner_session
     holder.start()
     try:
         assert inside.wait(5)
-        assert runner.run_known(session, payload, None, SOLO_RUN_S) is None  # busy
+        assert _one_frame(runner, session, payload, None) is None  # busy
     finally:
         release.set()
         holder.join(10)
     entry.recent_run_s = SOLO_RUN_S * 2
-    assert runner.run_known(session, payload, None, SOLO_RUN_S) is None  # slow
+    assert _one_frame(runner, session, payload, None) is None  # slow
     entry.recent_run_s = QUICK_RUN_S / 10
     past = time.monotonic() - 0.001
-    assert runner.run_known(session, payload, past, SOLO_RUN_S) is None
+    assert _one_frame(runner, session, payload, past) is None
     reply = pb.RunReply.FromString(runner.run_packet(session, payload, past))
     assert reply.returnCode == NNRT_TIME_OUT  # the ordinary path's answer
 
@@ -134,7 +169,7 @@ def test_a_released_buffer_is_refused_with_its_code_in_one_frame(runner_session)
     runner, session = runner_session
     _, payload, _, _, x_id = _primed(runner, session)
     session.buffers.remove(x_id)
-    reply, _ = runner.run_known(session, payload, None, SOLO_RUN_S)
+    reply, _ = _one_frame(runner, session, payload, None)
     refused = pb.RunReply.FromString(reply)
     assert refused.returnCode == NNRT_INVALID_BUFFER
     assert f"unknown buffer id {x_id}" in refused.reason
@@ -146,14 +181,14 @@ def test_a_released_model_or_a_closed_session_leave_it(runner_session):
     runner, session = runner_session
     _, payload, _, _, _ = _primed(runner, session)
     session.release_prepared(1)
-    assert runner.run_known(session, payload, None, SOLO_RUN_S) is None
+    assert _one_frame(runner, session, payload, None) is None
     reply = pb.RunReply.FromString(runner.run_packet(session, payload, None))
     assert reply.returnCode == NNRT_INVALID_MODEL
     registry = SessionRegistry()
     other = registry.open(None)
     _, payload, _, _, _ = _primed(runner, other)
     other.closed = True  # as Session.close marks it, before its tables go
-    assert runner.run_known(other, payload, None, SOLO_RUN_S) is None
+    assert _one_frame(runner, other, payload, None) is None
     other.closed = False
     registry.close(other)
 
@@ -173,10 +208,12 @@ class _Channel:
         real_known, real_packet = self.runner.run_known, self.runner.run_packet
 
         def run_known(*args):
-            known = real_known(*args)
-            if known is not None:
+            *rest, answer = args
+
+            def counted(*reply):  # counted as it answers: the client may look at once
                 self.fast.append(1)
-            return known
+                answer(*reply)
+            return real_known(*rest, counted)
 
         def run_packet(*args):
             self.ordinary.append(1)
