@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17nnrt/protos/admin.proto\x12\rnnrt.admin.v1\x1a\x1bgoogle/protobuf/empty.proto\"\xaf\x01\n\rSessionStatus\x12\x11\n\tsessionId\x18\x01 \x01(\x04\x12\x0f\n\x07peerPid\x18\x02 \x01(\x05\x12\x0f\n\x07\x62uffers\x18\x03 \x01(\r\x12\x13\n\x0b\x62ufferBytes\x18\x04 \x01(\x04\x12\x16\n\x0epreparedModels\x18\x05 \x01(\r\x12\x14\n\x07peerUid\x18\x06 \x01(\rH\x00\x88\x01\x01\x12\x1a\n\x12preparedModelNames\x18\x07 \x03(\tB\n\n\x08_peerUid\"E\n\tUidStatus\x12\x0b\n\x03uid\x18\x01 \x01(\r\x12\x10\n\x08sessions\x18\x02 \x01(\r\x12\x19\n\x11sharedMemoryBytes\x18\x03 \x01(\x04\"\xdd\x01\n\x0b\x46\x61ultConfig\x12\x12\n\nrunDelayMs\x18\x01 \x01(\r\x12\x0f\n\x07runHang\x18\x02 \x01(\x08\x12\x11\n\texitOnRun\x18\x03 \x01(\r\x12\x15\n\rexitOnPrepare\x18\x04 \x01(\r\x12\x1c\n\x14\x65xitOnRunProbability\x18\x05 \x01(\x01\x12\x19\n\x11\x65xitOnExportCache\x18\x06 \x01(\x08\x12\x14\n\x0c\x64\x65viceStatus\x18\x07 \x01(\x05\x12\x12\n\ndeviceBusy\x18\x08 \x01(\x08\x12\x1c\n\x14\x63orruptExportedCache\x18\t \x01(\x08\"L\n\nFaultReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12*\n\x06\x66\x61ults\x18\x02 \x01(\x0b\x32\x1a.nnrt.admin.v1.FaultConfig\"L\n\nRunLatency\x12\x1a\n\x12upperBoundsSeconds\x18\x01 \x03(\x01\x12\x0e\n\x06\x63ounts\x18\x02 \x03(\x04\x12\x12\n\nsumSeconds\x18\x03 \x01(\x01\"r\n\x08RunQueue\x12\r\n\x05\x63ores\x18\x01 \x01(\r\x12\x12\n\ncoresInUse\x18\x02 \x01(\r\x12\x0e\n\x06queued\x18\x03 \x01(\r\x12\x0e\n\x06waited\x18\x04 \x01(\x04\x12\x13\n\x0bwaitSeconds\x18\x05 \x01(\x01\x12\x0e\n\x06gaveUp\x18\x06 \x01(\x04\"\xb3\x07\n\x0c\x44riverStatus\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\ndeviceName\x18\x04 \x01(\t\x12\x0e\n\x06vendor\x18\x05 \x01(\t\x12\x0b\n\x03pid\x18\x06 \x01(\x05\x12\x15\n\ruptimeSeconds\x18\x07 \x01(\x01\x12\x14\n\x0cinFlightRuns\x18\x08 \x01(\r\x12\x15\n\rrunsCompleted\x18\t \x01(\x04\x12\x12\n\nrunsFailed\x18\n \x01(\x04\x12\x15\n\rrunsAbandoned\x18\x0b \x01(\x04\x12.\n\x08sessions\x18\x0c \x03(\x0b\x32\x1c.nnrt.admin.v1.SessionStatus\x12\x1d\n\x15\x66\x61ultInjectionEnabled\x18\r \x01(\x08\x12*\n\x06\x66\x61ults\x18\x0e \x01(\x0b\x32\x1a.nnrt.admin.v1.FaultConfig\x12\x39\n\x07\x64\x65tails\x18\x0f \x03(\x0b\x32(.nnrt.admin.v1.DriverStatus.DetailsEntry\x12-\n\nrunLatency\x18\x10 \x01(\x0b\x32\x19.nnrt.admin.v1.RunLatency\x12\x1f\n\x17sharedMemoryBudgetBytes\x18\x11 \x01(\x04\x12 \n\x18sessionMemoryBudgetBytes\x18\x12 \x01(\x04\x12\x1d\n\x15modelMemoryLimitBytes\x18\x13 \x01(\x04\x12\x1d\n\x15sharedMemoryUsedBytes\x18\x14 \x01(\x04\x12)\n\x08runQueue\x18\x15 \x01(\x0b\x32\x17.nnrt.admin.v1.RunQueue\x12\x1c\n\x14uidMemoryBudgetBytes\x18\x16 \x01(\x04\x12\x19\n\x11maxSessionsPerUid\x18\x17 \x01(\r\x12&\n\x04uids\x18\x18 \x03(\x0b\x32\x18.nnrt.admin.v1.UidStatus\x12K\n\x10runsFailedByCode\x18\x19 \x03(\x0b\x32\x31.nnrt.admin.v1.DriverStatus.RunsFailedByCodeEntry\x12+\n\tmodelRuns\x18\x1a \x03(\x0b\x32\x18.nnrt.admin.v1.ModelRuns\x1a.\n\x0c\x44\x65tailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x37\n\x15RunsFailedByCodeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"P\n\tModelRuns\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\tcompleted\x18\x02 \x01(\x04\x12\x0e\n\x06\x66\x61iled\x18\x03 \x01(\x04\x12\x11\n\tabandoned\x18\x04 \x01(\x04\x32\x91\x01\n\tNnrtAdmin\x12@\n\tGetStatus\x12\x16.google.protobuf.Empty\x1a\x1b.nnrt.admin.v1.DriverStatus\x12\x42\n\tSetFaults\x12\x1a.nnrt.admin.v1.FaultConfig\x1a\x19.nnrt.admin.v1.FaultReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17nnrt/protos/admin.proto\x12\rnnrt.admin.v1\x1a\x1bgoogle/protobuf/empty.proto\"\xd8\x01\n\rSessionStatus\x12\x11\n\tsessionId\x18\x01 \x01(\x04\x12\x0f\n\x07peerPid\x18\x02 \x01(\x05\x12\x0f\n\x07\x62uffers\x18\x03 \x01(\r\x12\x13\n\x0b\x62ufferBytes\x18\x04 \x01(\x04\x12\x16\n\x0epreparedModels\x18\x05 \x01(\r\x12\x14\n\x07peerUid\x18\x06 \x01(\rH\x00\x88\x01\x01\x12\x1a\n\x12preparedModelNames\x18\x07 \x03(\t\x12\x12\n\nrunMailbox\x18\x08 \x01(\x08\x12\x13\n\x0bmailboxRuns\x18\t \x01(\x04\x42\n\n\x08_peerUid\"E\n\tUidStatus\x12\x0b\n\x03uid\x18\x01 \x01(\r\x12\x10\n\x08sessions\x18\x02 \x01(\r\x12\x19\n\x11sharedMemoryBytes\x18\x03 \x01(\x04\"\xdd\x01\n\x0b\x46\x61ultConfig\x12\x12\n\nrunDelayMs\x18\x01 \x01(\r\x12\x0f\n\x07runHang\x18\x02 \x01(\x08\x12\x11\n\texitOnRun\x18\x03 \x01(\r\x12\x15\n\rexitOnPrepare\x18\x04 \x01(\r\x12\x1c\n\x14\x65xitOnRunProbability\x18\x05 \x01(\x01\x12\x19\n\x11\x65xitOnExportCache\x18\x06 \x01(\x08\x12\x14\n\x0c\x64\x65viceStatus\x18\x07 \x01(\x05\x12\x12\n\ndeviceBusy\x18\x08 \x01(\x08\x12\x1c\n\x14\x63orruptExportedCache\x18\t \x01(\x08\"L\n\nFaultReply\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12*\n\x06\x66\x61ults\x18\x02 \x01(\x0b\x32\x1a.nnrt.admin.v1.FaultConfig\"L\n\nRunLatency\x12\x1a\n\x12upperBoundsSeconds\x18\x01 \x03(\x01\x12\x0e\n\x06\x63ounts\x18\x02 \x03(\x04\x12\x12\n\nsumSeconds\x18\x03 \x01(\x01\"r\n\x08RunQueue\x12\r\n\x05\x63ores\x18\x01 \x01(\r\x12\x12\n\ncoresInUse\x18\x02 \x01(\r\x12\x0e\n\x06queued\x18\x03 \x01(\r\x12\x0e\n\x06waited\x18\x04 \x01(\x04\x12\x13\n\x0bwaitSeconds\x18\x05 \x01(\x01\x12\x0e\n\x06gaveUp\x18\x06 \x01(\x04\"\xb3\x07\n\x0c\x44riverStatus\x12\x12\n\nreturnCode\x18\x01 \x01(\x05\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\ndeviceName\x18\x04 \x01(\t\x12\x0e\n\x06vendor\x18\x05 \x01(\t\x12\x0b\n\x03pid\x18\x06 \x01(\x05\x12\x15\n\ruptimeSeconds\x18\x07 \x01(\x01\x12\x14\n\x0cinFlightRuns\x18\x08 \x01(\r\x12\x15\n\rrunsCompleted\x18\t \x01(\x04\x12\x12\n\nrunsFailed\x18\n \x01(\x04\x12\x15\n\rrunsAbandoned\x18\x0b \x01(\x04\x12.\n\x08sessions\x18\x0c \x03(\x0b\x32\x1c.nnrt.admin.v1.SessionStatus\x12\x1d\n\x15\x66\x61ultInjectionEnabled\x18\r \x01(\x08\x12*\n\x06\x66\x61ults\x18\x0e \x01(\x0b\x32\x1a.nnrt.admin.v1.FaultConfig\x12\x39\n\x07\x64\x65tails\x18\x0f \x03(\x0b\x32(.nnrt.admin.v1.DriverStatus.DetailsEntry\x12-\n\nrunLatency\x18\x10 \x01(\x0b\x32\x19.nnrt.admin.v1.RunLatency\x12\x1f\n\x17sharedMemoryBudgetBytes\x18\x11 \x01(\x04\x12 \n\x18sessionMemoryBudgetBytes\x18\x12 \x01(\x04\x12\x1d\n\x15modelMemoryLimitBytes\x18\x13 \x01(\x04\x12\x1d\n\x15sharedMemoryUsedBytes\x18\x14 \x01(\x04\x12)\n\x08runQueue\x18\x15 \x01(\x0b\x32\x17.nnrt.admin.v1.RunQueue\x12\x1c\n\x14uidMemoryBudgetBytes\x18\x16 \x01(\x04\x12\x19\n\x11maxSessionsPerUid\x18\x17 \x01(\r\x12&\n\x04uids\x18\x18 \x03(\x0b\x32\x18.nnrt.admin.v1.UidStatus\x12K\n\x10runsFailedByCode\x18\x19 \x03(\x0b\x32\x31.nnrt.admin.v1.DriverStatus.RunsFailedByCodeEntry\x12+\n\tmodelRuns\x18\x1a \x03(\x0b\x32\x18.nnrt.admin.v1.ModelRuns\x1a.\n\x0c\x44\x65tailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x37\n\x15RunsFailedByCodeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"P\n\tModelRuns\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\tcompleted\x18\x02 \x01(\x04\x12\x0e\n\x06\x66\x61iled\x18\x03 \x01(\x04\x12\x11\n\tabandoned\x18\x04 \x01(\x04\x32\x91\x01\n\tNnrtAdmin\x12@\n\tGetStatus\x12\x16.google.protobuf.Empty\x1a\x1b.nnrt.admin.v1.DriverStatus\x12\x42\n\tSetFaults\x12\x1a.nnrt.admin.v1.FaultConfig\x1a\x19.nnrt.admin.v1.FaultReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,25 +37,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DRIVERSTATUS_RUNSFAILEDBYCODEENTRY']._loaded_options = None
   _globals['_DRIVERSTATUS_RUNSFAILEDBYCODEENTRY']._serialized_options = b'8\001'
   _globals['_SESSIONSTATUS']._serialized_start=72
-  _globals['_SESSIONSTATUS']._serialized_end=247
-  _globals['_UIDSTATUS']._serialized_start=249
-  _globals['_UIDSTATUS']._serialized_end=318
-  _globals['_FAULTCONFIG']._serialized_start=321
-  _globals['_FAULTCONFIG']._serialized_end=542
-  _globals['_FAULTREPLY']._serialized_start=544
-  _globals['_FAULTREPLY']._serialized_end=620
-  _globals['_RUNLATENCY']._serialized_start=622
-  _globals['_RUNLATENCY']._serialized_end=698
-  _globals['_RUNQUEUE']._serialized_start=700
-  _globals['_RUNQUEUE']._serialized_end=814
-  _globals['_DRIVERSTATUS']._serialized_start=817
-  _globals['_DRIVERSTATUS']._serialized_end=1764
-  _globals['_DRIVERSTATUS_DETAILSENTRY']._serialized_start=1661
-  _globals['_DRIVERSTATUS_DETAILSENTRY']._serialized_end=1707
-  _globals['_DRIVERSTATUS_RUNSFAILEDBYCODEENTRY']._serialized_start=1709
-  _globals['_DRIVERSTATUS_RUNSFAILEDBYCODEENTRY']._serialized_end=1764
-  _globals['_MODELRUNS']._serialized_start=1766
-  _globals['_MODELRUNS']._serialized_end=1846
-  _globals['_NNRTADMIN']._serialized_start=1849
-  _globals['_NNRTADMIN']._serialized_end=1994
+  _globals['_SESSIONSTATUS']._serialized_end=288
+  _globals['_UIDSTATUS']._serialized_start=290
+  _globals['_UIDSTATUS']._serialized_end=359
+  _globals['_FAULTCONFIG']._serialized_start=362
+  _globals['_FAULTCONFIG']._serialized_end=583
+  _globals['_FAULTREPLY']._serialized_start=585
+  _globals['_FAULTREPLY']._serialized_end=661
+  _globals['_RUNLATENCY']._serialized_start=663
+  _globals['_RUNLATENCY']._serialized_end=739
+  _globals['_RUNQUEUE']._serialized_start=741
+  _globals['_RUNQUEUE']._serialized_end=855
+  _globals['_DRIVERSTATUS']._serialized_start=858
+  _globals['_DRIVERSTATUS']._serialized_end=1805
+  _globals['_DRIVERSTATUS_DETAILSENTRY']._serialized_start=1702
+  _globals['_DRIVERSTATUS_DETAILSENTRY']._serialized_end=1748
+  _globals['_DRIVERSTATUS_RUNSFAILEDBYCODEENTRY']._serialized_start=1750
+  _globals['_DRIVERSTATUS_RUNSFAILEDBYCODEENTRY']._serialized_end=1805
+  _globals['_MODELRUNS']._serialized_start=1807
+  _globals['_MODELRUNS']._serialized_end=1887
+  _globals['_NNRTADMIN']._serialized_start=1890
+  _globals['_NNRTADMIN']._serialized_end=2035
 # @@protoc_insertion_point(module_scope)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SessionStatus(_message.Message):
-    __slots__ = ("sessionId", "peerPid", "buffers", "bufferBytes", "preparedModels", "peerUid", "preparedModelNames")
+    __slots__ = ("sessionId", "peerPid", "buffers", "bufferBytes", "preparedModels", "peerUid", "preparedModelNames", "runMailbox", "mailboxRuns")
     SESSIONID_FIELD_NUMBER: _ClassVar[int]
     PEERPID_FIELD_NUMBER: _ClassVar[int]
     BUFFERS_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,8 @@ class SessionStatus(_message.Message):
     PREPAREDMODELS_FIELD_NUMBER: _ClassVar[int]
     PEERUID_FIELD_NUMBER: _ClassVar[int]
     PREPAREDMODELNAMES_FIELD_NUMBER: _ClassVar[int]
+    RUNMAILBOX_FIELD_NUMBER: _ClassVar[int]
+    MAILBOXRUNS_FIELD_NUMBER: _ClassVar[int]
     sessionId: int
     peerPid: int
     buffers: int
@@ -23,7 +25,9 @@ class SessionStatus(_message.Message):
     preparedModels: int
     peerUid: int
     preparedModelNames: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, sessionId: _Optional[int] = ..., peerPid: _Optional[int] = ..., buffers: _Optional[int] = ..., bufferBytes: _Optional[int] = ..., preparedModels: _Optional[int] = ..., peerUid: _Optional[int] = ..., preparedModelNames: _Optional[_Iterable[str]] = ...) -> None: ...
+    runMailbox: bool
+    mailboxRuns: int
+    def __init__(self, sessionId: _Optional[int] = ..., peerPid: _Optional[int] = ..., buffers: _Optional[int] = ..., bufferBytes: _Optional[int] = ..., preparedModels: _Optional[int] = ..., peerUid: _Optional[int] = ..., preparedModelNames: _Optional[_Iterable[str]] = ..., runMailbox: _Optional[bool] = ..., mailboxRuns: _Optional[int] = ...) -> None: ...
 
 class UidStatus(_message.Message):
     __slots__ = ("uid", "sessions", "sharedMemoryBytes")

@@ -138,7 +138,8 @@ class AdminServicer(rpc.NnrtAdminServicer):
                 sessionId=s.id, peerPid=shown_pid(s), buffers=len(s.buffers),
                 bufferBytes=s.buffers.total_bytes(), preparedModels=s.prepared_count(),
                 peerUid=s.uid if shown_pid(s) and s.uid is not None else None,
-                preparedModelNames=s.prepared_names() if shown_pid(s) else [])
+                preparedModelNames=s.prepared_names() if shown_pid(s) else [],
+                runMailbox=s.run_mailbox, mailboxRuns=s.mailbox_runs)
             for s in sorted(self.sessions.sessions(), key=lambda s: s.id)
         ]
         uids = [] if self.uids is None else [

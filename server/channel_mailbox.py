@@ -106,6 +106,7 @@ def open_mailbox(connection: Connection, seq: Any, fds: list[int], polls: bool) 
             raise DriverError(NNRT_INVALID_PARAMETER, "the session has its mailbox already")
         try:
             connection.mailbox = ConnectionMailbox(RunMailbox.adopt(fds[0]))
+            connection.session.run_mailbox = True
         except MailboxRefused as exc:
             raise DriverError(NNRT_INVALID_BUFFER, f"mailbox fd refused: {exc}") from None
         log.debug("session %d: Run mailbox mapped", connection.session.id)

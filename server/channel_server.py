@@ -354,6 +354,7 @@ class SessionChannelServer:
                         "refused", connection.session.id, seq)
             self._send_run_reply(connection, seq, _INVALID)
             return
+        connection.session.mailbox_runs += 1
         self._start_run(connection, data, posted=True)
 
     def _doorbell(self, connection: Connection, data: bytes) -> None:

@@ -69,6 +69,8 @@ class Session:
         # (runner._known), so that the run of the packet the estimate looked at does
         # not look it up again.
         self.known_run: tuple[bytes, PreparedEntry, CheckedRequest] | None = None
+        self.run_mailbox = False  # its client handed it a Run mailbox (server/channel_mailbox.py)
+        self.mailbox_runs = 0  # Runs that came through it (the channel's thread counts them)
 
     def add_prepared(self, entry: PreparedEntry) -> int:
         with self._lock:

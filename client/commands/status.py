@@ -26,7 +26,7 @@ header line); `--watch --json`: one JSON object per line. `--json` alone is unch
       npu: crash loop: 5 failures within 60 s (last: exit 1)
       cpu budgets: shared memory 11.8 GiB (a session 2.9 GiB), model memory 2.9 GiB per run
       cpu run queue: 2 cores, 2 in use, 3 runs waiting; 1204 runs waited, 1.8 ms on average
-      cpu session 3 (pid 2040): 2 buffers, 4.0 MiB, 1 prepared model
+      cpu session 3 (pid 2040): 2 buffers, 4.0 MiB, 1 prepared model; run mailbox: 5120 runs
       pid 2040: prepared models on gpu (2), cpu (1): partitions of a model over several
         devices, or models of their own
 
@@ -109,7 +109,8 @@ def collect(directory, devmgr: dict | None) -> list[dict]:
         if admin is not None:
             sessions = [{"session_id": s.sessionId, "peer_pid": s.peerPid, "buffers": s.buffers,
                          "buffer_bytes": s.bufferBytes, "prepared_models": s.preparedModels,
-                         "prepared_model_names": list(s.preparedModelNames)}
+                         "prepared_model_names": list(s.preparedModelNames),
+                         "run_mailbox": s.runMailbox, "mailbox_runs": s.mailboxRuns}
                         for s in admin.sessions]
         drivers.append({
             "name": name,
@@ -275,7 +276,8 @@ def _notes(drivers: list[dict], wide: bool) -> list[str]:
                 f"{format_bytes(s['buffer_bytes'])}, "
                 f"{models} prepared model{'s' if models != 1 else ''}"
                 + (f" ({', '.join(s['prepared_model_names'])})" if s["prepared_model_names"]
-                   else ""))
+                   else "")
+                + (f"; run mailbox: {s['mailbox_runs']} runs" if s["run_mailbox"] else ""))
     notes.extend(format_client(c) for c in clients(drivers) if len(c["prepared_models"]) > 1)
     return notes
 

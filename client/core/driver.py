@@ -44,7 +44,6 @@ import math
 import os
 import select
 import socket
-import stat
 import struct
 import threading
 import time
@@ -57,45 +56,20 @@ from nnrt.protos import hdi_pb2 as pb
 from nnrt.protos import hdi_pb2_grpc as rpc
 from nnrt.protos import hdi_types_pb2 as ht
 from nnrt.common import session_channel as channel
-from nnrt.common.cpus import spare_cpu, usable_cores
+from nnrt.common.cpus import spare_cpu
 from nnrt.common.errors import NNRT_FAILED, NNRT_SUCCESS
-from nnrt.common.run_mailbox import DOORBELL, DOORBELL_PACKET, RunMailbox
+from nnrt.common.run_mailbox import DOORBELL, DOORBELL_PACKET
 
 from .errors import DriverGone, UntrustedDriver
 from .hdi_calls import HdiCalls
+from .peer_trust import check_peer
 from .run_mailbox import ClientMailbox, mailbox_wanted
-from .waiter import Waiter
+from .waiting import DEFAULT_SPIN_US, SPIN_ENV, Waiter, spin_seconds  # noqa: F401 (theirs)
 from .run_framing import PROFILE_FIELD, RunTicket, run_request_bytes, unless_past_deadline
-from nnrt.common.runtime_dir import (SERVICE_USER_ENV, UnsafeRuntimeDir, check_runtime_dir,
-                                     grpc_socket, runtime_dir, session_socket, trusted_uids)
+from nnrt.common.runtime_dir import (UnsafeRuntimeDir, check_runtime_dir, grpc_socket,
+                                     runtime_dir, session_socket)
 
 log = logging.getLogger(__name__)
-
-# A Run of a model whose last reply said the driver answers it at once (REPLY_POLL) polls for
-# its reply up to NNRT_CLIENT_SPIN_US before sleeping (`DriverClient.run`), while a CPU is
-# spare (common/cpus.py: no runnable task waits for one) and never on a single CPU. A caller
-# asleep in recv() has to be woken on its CPU by the reply: on a VM that wake-up is the
-# largest part of a tiny round trip (benchmarks/run_cost.py: 61-67 µs of CPU with both sides
-# asleep, 41-43 with both polling, wall 77-84 against 21-22 µs). Without a spare CPU a poller
-# would hold a CPU the driver waits for (1.2 ms tiny runs were measured so): then it sleeps.
-SPIN_ENV = "NNRT_CLIENT_SPIN_US"
-DEFAULT_SPIN_US = 200
-
-
-def spin_seconds() -> float:
-    """The client's polling window from NNRT_CLIENT_SPIN_US (µs, 0 to 10 000)."""
-    if usable_cores() < 2:
-        return 0.0
-    text = os.environ.get(SPIN_ENV, "").strip()
-    try:
-        value = int(text) if text else DEFAULT_SPIN_US
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 10_000:
-        log.warning("%s=%r is not a number of µs from 0 to 10000: %d used", SPIN_ENV, text,
-                    DEFAULT_SPIN_US)
-        value = DEFAULT_SPIN_US
-    return value / 1e6
 
 _MAX_KEPT_REQUESTS = 256  # Run requests' bytes a session keeps (`DriverClient.run_reply`)
 _MAX_KEPT_REPLIES = 256  # successful Run replies a session keeps decoded (`DriverClient.run`)
@@ -122,28 +96,6 @@ def _drain_pipe(fd: int) -> None:
             pass
     except BlockingIOError:
         pass
-
-
-_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
-
-
-def _check_peer(sock: socket.socket, session_path: Path, grpc_path: Path) -> None:
-    """Refuse a driver whose session channel is served by an untrusted uid (the kernel's
-    SO_PEERCRED, taken at connect: cannot be forged), or whose gRPC socket is not a socket
-    bound by that same uid (both sockets are bound by one driver process)."""
-    pid, uid, _ = _PEERCRED.unpack(
-        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
-    trusted = trusted_uids()
-    if uid not in trusted:
-        raise UntrustedDriver(
-            f"refusing driver {session_path}: served by uid {uid} (pid {pid}), not by us "
-            f"(uid {os.geteuid()}), root or the service user ({SERVICE_USER_ENV}); "
-            f"nothing was sent to it")
-    st = os.lstat(grpc_path)  # OSError: no driver there (any more)
-    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != uid:
-        raise UntrustedDriver(
-            f"refusing driver {grpc_path}: not a socket bound by the session's uid {uid} "
-            f"(mode {st.st_mode:o}, owner uid {st.st_uid}); nothing was sent to it")
 
 
 class DriverClient(HdiCalls):
@@ -183,7 +135,7 @@ class DriverClient(HdiCalls):
         try:
             self._sock.settimeout(timeout)
             self._sock.connect(str(self.session_path))
-            _check_peer(self._sock, self.session_path, self.grpc_path)
+            check_peer(self._sock, self.session_path, self.grpc_path)
             hello, fds = channel.receive_message(self._sock)
             channel.close_fds(fds)
             if not hello or hello.get("protocol") != channel.PROTOCOL_VERSION:
@@ -355,32 +307,12 @@ class DriverClient(HdiCalls):
             waiter.deliver(reply, [], flags)
 
     def _open_mailbox(self) -> None:
-        """Hand the driver this session's Run mailbox (once; a driver that declines it, or
-        an old one, leaves every Run on the socket)."""
+        """Hand the driver this session's Run mailbox (once: see ClientMailbox.open)."""
         with self._lock:
             if not self._mailbox_wanted:
                 return
             self._mailbox_wanted = False
-        try:
-            mailbox, fd = RunMailbox.create()
-        except OSError as exc:
-            log.debug("no Run mailbox: %s", exc)
-            return
-        try:
-            try:
-                reply, fds = self._session_request({"op": "mailbox"}, [fd])
-            finally:
-                os.close(fd)
-            channel.close_fds(fds)
-        except BaseException:
-            mailbox.close()
-            raise
-        if reply.get("returnCode") == NNRT_SUCCESS:
-            self._mailbox = ClientMailbox(mailbox)
-        else:
-            log.debug("driver %s keeps Runs on the socket (mailbox: returnCode %s)",
-                      self.grpc_path.name, reply.get("returnCode"))
-            mailbox.close()
+        self._mailbox = ClientMailbox.open(self._session_request, self.grpc_path.name)
 
     def _hand_on(self) -> None:
         """Wake a waiting caller to become the reader (no reader now, somebody waits)."""

@@ -17,7 +17,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 
+from nnrt.common import session_channel as channel
+from nnrt.common.errors import NNRT_SUCCESS
 from nnrt.common.run_mailbox import (DOORBELL, DOORBELL_PACKET, SLOT_BYTES, SUPPORTED,
                                      RunMailbox)
 
@@ -41,6 +44,34 @@ class ClientMailbox:
 
     def __init__(self, mailbox: RunMailbox) -> None:
         self._mailbox = mailbox
+
+    @classmethod
+    def open(cls, request: Callable[[dict, Sequence[int]], tuple[dict, list[int]]],
+             driver: str) -> ClientMailbox | None:
+        """A new mailbox handed to the driver through `request` (the session's message and
+        its reply: DriverClient._session_request); None where it cannot be made, or the
+        driver declines it (--spin-us 0) or does not know it (an older driver): every Run
+        then goes on the socket. DriverGone from `request` goes through."""
+        try:
+            mailbox, fd = RunMailbox.create()
+        except OSError as exc:
+            log.debug("no Run mailbox: %s", exc)
+            return None
+        try:
+            try:
+                reply, fds = request({"op": "mailbox"}, [fd])
+            finally:
+                os.close(fd)
+            channel.close_fds(fds)
+        except BaseException:
+            mailbox.close()
+            raise
+        if reply.get("returnCode") == NNRT_SUCCESS:
+            return cls(mailbox)
+        log.debug("driver %s keeps Runs on the socket (mailbox: returnCode %s)", driver,
+                  reply.get("returnCode"))
+        mailbox.close()
+        return None
 
     def takes(self, packet: bytes) -> bool:
         """Whether `packet` may go through the mailbox now: it fits, and the driver polls."""

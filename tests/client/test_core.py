@@ -229,11 +229,11 @@ def test_an_execution_sizes_its_outputs_by_the_drivers_shapes(shared_driver):
                                                  ("10001", 200), ("fast", 200)])
 def test_the_clients_polling_window_comes_from_the_environment(monkeypatch, caplog, value,
                                                                expected_us):
-    from nnrt.client.core import driver as core_driver
+    from nnrt.client.core import waiting
 
-    monkeypatch.setattr(core_driver, "usable_cores", lambda: 2)
-    monkeypatch.setenv(core_driver.SPIN_ENV, value)
-    assert core_driver.spin_seconds() == pytest.approx(expected_us / 1e6)
+    monkeypatch.setattr(waiting, "usable_cores", lambda: 2)
+    monkeypatch.setenv(waiting.SPIN_ENV, value)
+    assert waiting.spin_seconds() == pytest.approx(expected_us / 1e6)
     assert ("is not a number of µs" in caplog.text) == (value in ("-1", "10001", "fast"))
-    monkeypatch.setattr(core_driver, "usable_cores", lambda: 1)
-    assert core_driver.spin_seconds() == 0.0  # one CPU: polling would starve the driver
+    monkeypatch.setattr(waiting, "usable_cores", lambda: 1)
+    assert waiting.spin_seconds() == 0.0  # one CPU: polling would starve the driver

@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 
 from nnrt.client.core import driver as core_driver
+from nnrt.client.core import run_mailbox as client_mailbox
+from nnrt.client.core import waiting
 from nnrt.common.errors import NNRT_INVALID_MODEL, NNRT_SUCCESS
 from nnrt.protos import hdi_pb2 as pb
 from nnrt.server import channel_connection, channel_server, sessions
@@ -119,24 +121,37 @@ class _Cpu:
         return self.spare
 
 
-def test_a_quick_run_polls_for_its_reply_only_on_a_spare_cpu(runtime_dir, monkeypatch):
+def _count_polls(monkeypatch) -> list:
+    """What the client's polls for a reply append to: a non-blocking read of the socket, or
+    a Run posted in the mailbox and polled there."""
+    polls = []
+    real_read = core_driver.DriverClient._read_one
+    real_post = client_mailbox.ClientMailbox.post_and_poll
+
+    def read_one(self, block):
+        if not block:
+            polls.append("socket")
+        return real_read(self, block)
+
+    monkeypatch.setattr(core_driver.DriverClient, "_read_one", read_one)
+    monkeypatch.setattr(client_mailbox.ClientMailbox, "post_and_poll",
+                        lambda self, *a: polls.append("mailbox") or real_post(self, *a))
+    return polls
+
+
+@pytest.mark.parametrize("mailbox", ["0", "1"])
+def test_a_quick_run_polls_for_its_reply_only_on_a_spare_cpu(runtime_dir, monkeypatch, mailbox):
     """REPLY_POLL marks a quick model; by default (NNRT_CLIENT_SPIN_US unset: 200 µs) its
     caller polls for the reply while a CPU is spare (nobody waits for one) and its runs
-    come back to back, and sleeps in recv() — no non-blocking reads at all — while no CPU
-    is spare, after a pause longer than the window, or with a window of 0."""
+    come back to back — on the socket, or in the Run mailbox where there is one — and
+    sleeps in recv() — no non-blocking reads at all — while no CPU is spare, after a pause
+    longer than the window, or with a window of 0."""
     monkeypatch.delenv(core_driver.SPIN_ENV, raising=False)
-    monkeypatch.setattr(core_driver, "usable_cores", lambda: 2)
+    monkeypatch.setenv(client_mailbox.MAILBOX_ENV, mailbox)
+    monkeypatch.setattr(waiting, "usable_cores", lambda: 2)
     cpu = _Cpu(spare=False)
     monkeypatch.setattr(core_driver, "spare_cpu", lambda: cpu)
-    polls = []
-    real = core_driver.DriverClient._read_one
-
-    def counting(self, block):
-        if not block:
-            polls.append(1)
-        return real(self, block)
-
-    monkeypatch.setattr(core_driver.DriverClient, "_read_one", counting)
+    polls = _count_polls(monkeypatch)
     driver = start_driver(runtime_dir, "cpu")
     try:
         with driver.client() as client:
@@ -149,6 +164,8 @@ def test_a_quick_run_polls_for_its_reply_only_on_a_spare_cpu(runtime_dir, monkey
             for _ in range(50):
                 client.run(model_id, ins, outs, timeout=10)
             assert polls
+            # the driver polls too while its own CPU count says a CPU is spare (mostly)
+            assert (mailbox == "1") == ("mailbox" in polls)
             polls.clear()
             for _ in range(5):  # after a pause the driver sleeps too: no poll through its wake
                 time.sleep(0.01)
@@ -323,11 +340,8 @@ def test_on_a_machine_with_no_cpu_spare_nobody_polls(runtime_dir, monkeypatch):
     from tests.client.test_session_reader import _cpu_seconds
 
     monkeypatch.setenv(core_driver.SPIN_ENV, "2000")
-    monkeypatch.setattr(core_driver, "usable_cores", lambda: 2)
-    polls = []
-    real = core_driver.DriverClient._read_one
-    monkeypatch.setattr(core_driver.DriverClient, "_read_one",
-                        lambda self, block: polls.append(block) or real(self, block))
+    monkeypatch.setattr(waiting, "usable_cores", lambda: 2)
+    polls = _count_polls(monkeypatch)
     driver = start_driver(runtime_dir, "cpu", "--spin-us", "2000")
     hogs = []
     try:
@@ -342,7 +356,7 @@ def test_on_a_machine_with_no_cpu_spare_nobody_polls(runtime_dir, monkeypatch):
             for _ in range(200):
                 assert client.run(model_id, ins, outs, timeout=10).returnCode == NNRT_SUCCESS
             driver_cpu = _cpu_seconds(driver.pid) - before
-            assert False not in polls  # every read of the client's blocked
+            assert not polls  # every read of the client's blocked
             # a driver polling 2 ms after each of 200 runs would burn ~0.4 s; asleep ~0.01
             assert driver_cpu < 0.2, f"the driver used {driver_cpu:.2f} s of CPU in 200 runs"
             x.close(), y.close()
