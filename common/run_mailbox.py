@@ -45,8 +45,15 @@ SLOT_BYTES = 14336  # the most a request or a reply may take (more: the socket)
 CLIENT_MARGIN_NS = 20_000  # the client uses the mailbox only if the driver polls this much longer
 DOORBELL = b"M"  # `b"M" | u64 seq`, both ways: "reply on the socket" / "the reply is in the mailbox"
 DOORBELL_PACKET = struct.Struct("<Q")
-# Stores in program order and loads in program order, which the protocol needs (see above).
-SUPPORTED = platform.machine().lower() in {"x86_64", "amd64", "i386", "i686"}
+
+
+def ordered_machine(machine: str) -> bool:
+    """Whether a CPU (platform.machine()) keeps stores in program order and loads in program
+    order, which the protocol needs (see above): x86."""
+    return machine.lower() in {"x86_64", "amd64", "i386", "i686"}
+
+
+SUPPORTED = ordered_machine(platform.machine())
 
 # Word indexes into the header page (u64 each).
 _REQUEST_SEQ, _REQUEST_LEN, _REPLY_SEQ, _REPLY_LEN, _POLL_UNTIL = 0, 1, 8, 9, 16

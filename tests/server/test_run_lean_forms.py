@@ -164,8 +164,8 @@ def test_a_quick_run_polls_for_its_reply_only_on_a_spare_cpu(runtime_dir, monkey
             for _ in range(50):
                 client.run(model_id, ins, outs, timeout=10)
             assert polls
-            # the driver polls too while its own CPU count says a CPU is spare (mostly)
-            assert (mailbox == "1") == ("mailbox" in polls)
+            if mailbox == "0":  # (with "1": there too, whenever the driver's count let it poll)
+                assert "mailbox" not in polls
             polls.clear()
             for _ in range(5):  # after a pause the driver sleeps too: no poll through its wake
                 time.sleep(0.01)
