@@ -9,18 +9,20 @@ process:
 (1) cost   user + system time of the client process (getrusage) and of the driver process
            (every thread's run time from /proc/<pid>/task/*/schedstat, in ns), divided by
            the runs; the target (issue 32) is <= 30 µs for both together. Measured as the
-           user runs it (client and driver poll while a CPU is spare: common/cpus.py),
-           pinned to a CPU each (no CPU spare: nobody polls) and both on one CPU, and in a
-           second driver with neither side polling. Beside it the floors: a bare 64-byte
+           user runs it (client and driver poll while a CPU is spare: common/cpus.py, the
+           Run's packets in the session's Run mailbox: common/run_mailbox.py), pinned to a
+           CPU each (no CPU spare: nobody polls) and both on one CPU, and in further
+           drivers with both polling the socket (no mailbox) and with neither side polling. Beside it the floors: a bare 64-byte
            SOCK_SEQPACKET ping-pong between two Python processes, blocking recv on both
            sides, and the same in C (compiled here with $CC or cc, where there is one: the
            kernel's part, mostly the wake-up of the other CPU on a VM), measured alike.
 (2) stages the same runs with each stage's functions wrapped by thread-CPU timers (this
            benchmark's own instrumentation, in a child client process and a driver started
            with the wrappers; nothing of it is in the product): client check (C API
-           argument checks), encode (the request's bytes), send, wait (asleep or polling
-           for the reply, and its receive), decode (the reply's protobuf and output shapes);
-           driver wake (the selector), poll (the spin for the next Run), receive, admit
+           argument checks), encode (the request's bytes), send, wait (polling the mailbox
+           or the socket, or asleep; the receive), decode (the reply and output shapes);
+           driver wake (the selector), poll (the spin for the next Run), receive or take
+           (the socket's packet, the mailbox's request), admit
            (the run's admission and choice of thread), check (the known request's lookup,
            the run's counters), compute (buffers borrowed, the bound onnxruntime call),
            reply (the reply's send). The timers add ~1 µs a stage; (1) is the clean figure.
@@ -114,6 +116,11 @@ def probe_driver(directory: str, dump: str) -> int:
     server._serve = timed_stage("serve", server._serve)
     server._start_run = timed_stage("start_run", server._start_run)
     server._spin = timed_stage("poll", server._spin)
+    if hasattr(server, "_take_from_mailbox"):  # a Run taken from the mailbox while polling
+        server._take_from_mailbox = timed_stage("mailbox", server._take_from_mailbox)
+        from nnrt.common import run_mailbox
+        run_mailbox.RunMailbox.take_request = timed_stage("take",
+                                                          run_mailbox.RunMailbox.take_request)
     server._send_run_reply = staticmethod(timed_stage(
         "reply", server.__dict__["_send_run_reply"].__func__))
     if "_send_alone" in server.__dict__:  # the one-frame Run's reply
@@ -461,6 +468,9 @@ def stage_client(directory: str, dump: str, runs: int) -> None:
     if hasattr(core_driver, "encode_run"):
         core_driver.encode_run = timed_stage("encode", core_driver.encode_run)
     core_driver.DriverClient._await = timed_stage("wait", core_driver.DriverClient._await)
+    from nnrt.client.core import run_mailbox as client_mailbox
+    client_mailbox.ClientMailbox.post_and_poll = timed_stage(
+        "wait", client_mailbox.ClientMailbox.post_and_poll)
     if hasattr(core_driver.DriverClient, "_wait_run"):
         core_driver.DriverClient._wait_run = timed_stage("wait",
                                                          core_driver.DriverClient._wait_run)
@@ -514,22 +524,23 @@ def stage_table(result: dict, runs: int) -> list[tuple[str, str, float]]:
         ("client", "encode (tensors' IOTensors, request bytes)", g(c, "encode") + g(c, "encode_io")),
         ("client", "send (and the run's bookkeeping)",
          g(c, "client_run") - g(c, "wait") - g(c, "encode") + g(c, "encode_io")),
-        ("client", "wake (wait/poll + receive)", g(c, "wait")),
+        ("client", "wait (the mailbox or socket polled, or asleep; receive)", g(c, "wait")),
         ("client", "decode (reply, output shapes)", g(c, "decode")),
         ("client", "C API and core glue",
          g(c, "runsync") - g(c, "client_run") - g(c, "check") - g(c, "decode")
          - g(c, "encode_io")),
         ("driver", "wake (selector wait)", g(d, "select") - g(d, "poll") * 0),
-        ("driver", "poll (spin for the next Run)", g(d, "poll")),
-        ("driver", "receive", g(d, "receive")),
+        ("driver", "poll (spin for the next Run)", g(d, "poll") - g(d, "mailbox")),
+        ("driver", "receive (socket) or take (mailbox)",
+         g(d, "receive") + g(d, "take")),
         ("driver", "admit (header, limits, estimate)",
          g(d, "start_run") - g(d, "run_packet") - g(d, "run_known") - g(d, "reply")),
         ("driver", "check (known request, counters)",
          g(d, "run_packet") + g(d, "run_known") - g(d, "compute") - g(d, "schedule")),
         ("driver", "compute (borrow + bound run)", g(d, "compute") + g(d, "schedule")),
         ("driver", "reply (send)", g(d, "reply")),
-        ("driver", "loop (selector dispatch)",
-         g(d, "serve") - g(d, "receive") - g(d, "start_run")),
+        ("driver", "loop (dispatch: the selector's, the mailbox's)",
+         g(d, "serve") + g(d, "mailbox") - g(d, "receive") - g(d, "take") - g(d, "start_run")),
     ]
     return rows
 
@@ -544,6 +555,7 @@ def main() -> int:
     parser.add_argument("--dump", help=argparse.SUPPRESS)
     parser.add_argument("--stage-client", help=argparse.SUPPRESS)
     parser.add_argument("--asleep", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--socket", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     DRIVER_ARGS[:] = args.driver_args.split()
     if args.probe_driver:
@@ -560,6 +572,13 @@ def main() -> int:
         cost.pop("cold")
         print(json.dumps(cost))
         return 0
+    if args.socket:  # one line of JSON: both polling the socket, no Run mailbox
+        from nnrt.client.core.run_mailbox import MAILBOX_ENV
+        os.environ[MAILBOX_ENV] = "0"
+        cost = measure_nnrt(args.runs)[0]
+        cost.pop("cold")
+        print(json.dumps(cost))
+        return 0
     from nnrt.client.core import driver as core_driver
     path = "native" if getattr(core_driver, "NATIVE", None) else "python"
     print(f"tiny Run (1-element ADD, OH_NNExecutor_RunSync, tensors made once), "
@@ -567,10 +586,14 @@ def main() -> int:
 
     cost, split, together = measure_nnrt(args.runs)
     cold = cost.pop("cold")
-    asleep = json.loads(subprocess.run(  # the client's registry is the process's: a new one
-        [sys.executable, __file__, "--asleep", "--runs", str(args.runs), "--driver-args",
-         args.driver_args], check=True, capture_output=True, text=True,
-        timeout=600).stdout.splitlines()[-1])
+    def child(mode: str) -> dict:  # the client's registry is the process's: a new one
+        return json.loads(subprocess.run(
+            [sys.executable, __file__, mode, "--runs", str(args.runs), "--driver-args",
+             args.driver_args], check=True, capture_output=True, text=True,
+            timeout=600).stdout.splitlines()[-1])
+
+    socket_polled = child("--socket")
+    asleep = child("--asleep")
     floor = measure_pingpong(args.runs)
     native = measure_native_pingpong(args.runs)
     print("\n(1) CPU time per run (µs), client + driver processes")
@@ -581,6 +604,8 @@ def main() -> int:
     print(line("  client and driver pinned", "(one CPU each: polling has no spare CPU, "
                "every packet wakes the other CPU)", **split))
     print(line("  both on one CPU", "", **together))
+    print(line("  the socket polled", "(NNRT_RUN_MAILBOX=0: no Run mailbox)",
+               **socket_polled))
     print(line("  neither side polling", "(NNRT_CLIENT_SPIN_US=0, --spin-us 0)", **asleep))
     print(line("python ping-pong (64 B, blocking)", "", **floor))
     if native is not None:
@@ -622,7 +647,8 @@ def main() -> int:
                   f"{result['cost']['driver_us']:.1f})")
             for side, stage, us in stage_table(result, runs):
                 print(f"  {side:7s} {stage:36s} {us:7.1f}")
-    print(json.dumps({"cost": cost, "split": split, "together": together, "asleep": asleep,
+    print(json.dumps({"cost": cost, "split": split, "together": together,
+                      "socket": socket_polled, "asleep": asleep,
                       "pingpong": floor, "native_pingpong": native, "cold": cold,
                       "cold_python": cold_python}))
     return 0

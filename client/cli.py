@@ -203,6 +203,7 @@ def _epilog() -> str:
     from nnrt.client.commands.common import EXIT_CODES
     from nnrt.client.core.driver import DEFAULT_SPIN_US, SPIN_ENV
     from nnrt.client.core.embedded import DEFAULT_WAIT, WAIT_ENV
+    from nnrt.client.core.run_mailbox import MAILBOX_ENV
 
     lines = ["exit codes (the same for every command):"]
     for code, meaning in EXIT_CODES.items():
@@ -214,7 +215,8 @@ def _epilog() -> str:
         f"{WAIT_ENV}: seconds to wait for a driver or device manager that is starting in the "
         f"runtime dir before using it (default {DEFAULT_WAIT:g}); {SPIN_ENV}: how long a run "
         f"the driver answers at once polls for its reply while a CPU is spare, 0-10000 us "
-        f"(default {DEFAULT_SPIN_US}; 0: never).", 78)
+        f"(default {DEFAULT_SPIN_US}; 0: never); {MAILBOX_ENV}=0: such a run always on the "
+        f"socket, never through the session's Run mailbox in shared memory (default 1).", 78)
     lines += [""] + textwrap.wrap(
         "durations (--timeout, --interval, --seconds) are seconds, or a number with a unit: "
         "200ms, 1.5s, 2m.", 78)

@@ -39,6 +39,17 @@ socket). The handshake and messages (JSON objects, one per packet):
    its result when it finished first), so the client knows when the driver is done with its
    buffers. An nnrt addition beyond HDI, for cancelled asynchronous runs.
 
+7. `{"op": "mailbox", "seq": s}` with one fd attached → `{"seq": s, "returnCode": 0}`: the
+   driver maps the client's Run mailbox (common/run_mailbox.py: a sealed memfd of
+   `MAILBOX_BYTES`), where a polled Run's request and reply then travel while both sides
+   poll, byte for byte these packets, with no system call. A driver that never polls
+   (`--spin-us 0`) answers NNRT_OPERATION_FORBIDDEN; another fd, NNRT_INVALID_BUFFER; no fd,
+   two, or a second mailbox, NNRT_INVALID_PARAMETER. The doorbell `b"M" | u64 seq` (both
+   ways): from the client, "I stopped polling for Run s: answer on the socket"; the driver
+   answers it with the Run's reply there, or echoes it when the reply is in the mailbox
+   already ("look there"), or answers a seq that never came through the mailbox
+   NNRT_INVALID_PARAMETER (server/channel_mailbox.py). An nnrt addition beyond HDI.
+
 A malformed message gets `{"seq": s, "returnCode": 3}` (NNRT_INVALID_PARAMETER) and one log
 line; fds attached to a message that takes none are closed, and so are those of a message
 that cannot be parsed or answered, whatever the failure. A message is one flat JSON object:

@@ -23,7 +23,7 @@ DRIVER_KEYS = {"name", "kind", "managed", "pid", "state", "health", "restarts", 
                "sessions", "memory_bytes", "fault_injection", "standby", "takeovers",
                "budgets", "run_queue"}
 SESSION_KEYS = {"session_id", "peer_pid", "buffers", "buffer_bytes", "prepared_models",
-                "prepared_model_names"}
+                "prepared_model_names", "run_mailbox", "mailbox_runs"}
 DEVMGR_KEYS = {"pid", "uptime", "state", "config", "runtime_dir", "status"}
 
 

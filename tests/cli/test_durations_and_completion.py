@@ -131,7 +131,7 @@ def test_help_lists_the_environment_with_its_defaults(capsys):
     assert info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())  # the epilog is wrapped
     for name in ("NNRT_RUNTIME_DIR", "NNRT_NO_EMBEDDED", "NNRT_EMBEDDED_WAIT",
-                 "NNRT_CLIENT_SPIN_US"):
+                 "NNRT_CLIENT_SPIN_US", "NNRT_RUN_MAILBOX"):
         assert name in text
     assert f"(default {DEFAULT_WAIT:g})" in text and f"(default {DEFAULT_SPIN_US};" in text
     assert "200ms" in text
