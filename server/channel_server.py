@@ -312,11 +312,8 @@ class SessionChannelServer:
                 os.sched_yield()
         posted = box.mailbox.posted
         while True:
-            for _ in range(_MAILBOX_LOOKS):
-                if posted():
-                    box.mailbox.close_window()
-                    self._take_from_mailbox(connection)
-                    return None
+            # The sockets first, every round: a client posting Run after Run must not keep
+            # the other sessions' packets unread (they end the polling: no longer alone).
             events = select(0)
             if events or time.perf_counter() >= until:
                 box.mailbox.close_window()
@@ -324,6 +321,11 @@ class SessionChannelServer:
                     self._take_from_mailbox(connection)
                     return events or None
                 return events
+            for _ in range(_MAILBOX_LOOKS):
+                if posted():
+                    box.mailbox.close_window()
+                    self._take_from_mailbox(connection)
+                    return None
             os.sched_yield()
 
     def _plan_spin(self, connection: Connection, spin: bool) -> None:

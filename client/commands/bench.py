@@ -466,7 +466,7 @@ def _bench(args: argparse.Namespace) -> int:
                     "float16": args.float16, "prepare_ms": round(prepared.prepare_ms, 3),
                     "inputs": inputs, "outputs": outputs, "warmup": args.warmup,
                     "concurrency": args.concurrency, "runs": len(phase.latencies),
-                    "seconds": round(phase.elapsed, 4), "interrupted": interrupted, **result,
+                    "seconds": round(phase.elapsed, 6), "interrupted": interrupted, **result,
                     **({"profile": profile} if profile is not None and args.profile else {}),
                     **({"trace": str(args.trace)} if args.trace and profiled else {}),
                     **({"report": str(args.report)} if args.report else {})})

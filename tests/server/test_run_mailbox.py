@@ -248,6 +248,59 @@ def test_a_slow_run_from_the_mailbox_answers_on_the_socket_once_its_client_rang(
     assert data[:9] == channel.RUN + (3).to_bytes(8, "little") and not box.replied(3)
 
 
+def test_a_client_posting_run_after_run_keeps_no_other_session_waiting(served, tmp_path):
+    """A process (not a thread: it must not wait for this one's GIL) posts Run after Run in
+    the mailbox as long as the driver polls it; another session's connection and Run are
+    served meanwhile, and end the polling (the session is no longer alone)."""
+    import socket
+
+    box = served.open_mailbox()
+    steps = []  # what the channel's thread did, in order: a look at the sockets, a take
+    server = served.server
+    real_select, real_take = server._selector.select, server._take_from_mailbox
+    server._selector.select = lambda timeout=None: steps.append("select") or \
+        real_select(timeout)
+    server._take_from_mailbox = lambda connection: steps.append("take") or \
+        real_take(connection)
+    served.prime()
+    assert _until(box.driver_polls)
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:  # the flooder: the mailbox alone, then out
+        try:
+            seq, count = 1000, 0
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and box.driver_polls():
+                seq += 1
+                box.put_request(seq, _run_packet(seq))
+                until = time.monotonic() + 0.2
+                while not box.replied(seq) and time.monotonic() < until:
+                    pass
+                count += 1
+                if count == 50:
+                    os.write(w, b"f")  # flooding
+            os.write(w, b"e")
+        finally:
+            os._exit(0)
+    os.close(w)
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        readable = _until(lambda: bool(__import__("select").select([r], [], [], 0)[0]), 5)
+        assert readable and os.read(r, 1) == b"f"  # 50 Runs through the mailbox so far
+        other.settimeout(3)
+        other.connect(str(tmp_path / "m.session"))  # accepted and greeted meanwhile
+        channel.receive_message(other)
+        other.send(_run_packet(7))
+        assert other.recv(4096)[:9] == channel.RUN + (7).to_bytes(8, "little")
+    finally:
+        other.close()
+        os.waitpid(child, 0)
+        os.close(r)
+    taken = [i for i, step in enumerate(steps) if step == "take"]
+    assert len(taken) >= 50
+    assert all(steps[i - 1] == "select" for i in taken)  # never two takes without a look
+
+
 @pytest.mark.parametrize("garbage", ["length", "not a run", "another seq"])
 def test_a_malformed_mailbox_request_is_refused_and_the_session_goes_on(served, garbage,
                                                                          caplog):
