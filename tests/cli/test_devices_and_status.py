@@ -194,3 +194,20 @@ def test_the_run_queue_line_of_nnrt_status():
     assert format_run_queue("cpu", busy) == \
         "  cpu run queue: 2 cores, 2 in use, 1 run waiting; 4 runs waited, 2.0 ms on average, " \
         "1 gave up waiting"
+
+
+def test_wide_status_says_which_sessions_run_through_a_mailbox():
+    from nnrt.client.commands import status
+
+    def session(session_id: int, mailbox: bool, runs: int) -> dict:
+        return {"session_id": session_id, "peer_pid": 40 + session_id, "buffers": 2,
+                "buffer_bytes": 8192, "prepared_models": 1, "prepared_model_names": ["m"],
+                "run_mailbox": mailbox, "mailbox_runs": runs}
+
+    driver = {"name": "cpu", "reason": None, "takeovers": 0, "budgets": None,
+              "run_queue": None, "state": "running", "health": "SERVING",
+              "sessions": [session(1, True, 5120), session(2, False, 0)]}
+    notes = status._notes([driver], wide=True)
+    assert "  cpu session 1 (pid 41): 2 buffers, 8.0 KiB, 1 prepared model (m); run mailbox: " \
+           "5120 runs" in notes
+    assert "  cpu session 2 (pid 42): 2 buffers, 8.0 KiB, 1 prepared model (m)" in notes
