@@ -492,3 +492,55 @@ def test_a_client_that_stops_polling_at_once_still_gets_every_answer(runtime_dir
             x.close(), y.close()
     finally:
         assert driver.stop() == 0
+
+
+@pytest.mark.multiprocess
+def test_a_driver_killed_while_its_client_runs_through_the_mailbox_fails_it_at_once(
+        runtime_dir, monkeypatch):
+    """Runs back to back through the mailbox, the driver SIGKILLed meanwhile: the run in
+    flight fails with DriverGone within the polling window and a doorbell (no wait for its
+    timeout), every later one at once, and the client's mapping goes at its close."""
+    import signal
+
+    from nnrt.client.core.errors import DriverGone
+    from tests.conftest import start_driver
+    from tests.helpers.hdi_models import prepared_add
+
+    _polling_client(monkeypatch, "1")
+    driver = start_driver(runtime_dir, "cpu", "--spin-us", "5000")
+    client = driver.client()
+    model_id, x, y = prepared_add(client)
+    mailbox_runs = []
+    from nnrt.client.core import run_mailbox as client_mailbox
+    real = client_mailbox.ClientMailbox.post_and_poll
+    monkeypatch.setattr(client_mailbox.ClientMailbox, "post_and_poll",
+                        lambda self, *a: mailbox_runs.append(1) or real(self, *a))
+    _run_until(lambda: len(mailbox_runs) > 10, client, model_id, x, y)
+    failure = {}
+
+    def running() -> None:
+        from tests.helpers.hdi_models import io
+
+        ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
+        try:
+            while True:
+                client.run(model_id, ins, outs, timeout=30)
+                failure["last_ok"] = time.monotonic()
+        except DriverGone as exc:
+            failure["error"], failure["at"] = exc, time.monotonic()
+
+    worker = threading.Thread(target=running)
+    worker.start()
+    time.sleep(0.2)
+    killed = time.monotonic()
+    driver.proc.send_signal(signal.SIGKILL)
+    driver.proc.wait(10)
+    worker.join(10)
+    assert not worker.is_alive() and "error" in failure
+    assert failure["at"] - killed < 5  # not the run's 30 s timeout
+    with pytest.raises(DriverGone):
+        client.run(model_id, [], [], timeout=1)
+    x.close(), y.close()
+    client.close()
+    with open("/proc/self/maps") as maps:
+        assert not any("nnrt-run-mailbox" in line for line in maps)
