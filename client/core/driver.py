@@ -517,18 +517,17 @@ class DriverClient(HdiCalls):
             if self._dead.is_set():
                 raise self._gone()
             self._waiters[seq] = waiter
-        mailbox = self._mailbox
-        if spin and mailbox is not None and mailbox.takes(packet) and \
-                self._reader.acquire(False):
+        posted = False
+        if spin and self._mailbox is not None and self._reader.acquire(False):
             try:  # posted in the mailbox, polled there (client/core/run_mailbox.py)
-                posted = len(self._waiters) == 1
+                mailbox = self._mailbox  # read holding the reader: `close` unmaps under it
+                posted = mailbox is not None and len(self._waiters) == 1 and \
+                    mailbox.takes(packet)
                 if posted:
                     self._run_in_mailbox(mailbox, seq, packet, timeout, ticket)
             finally:
                 self._reader.release()
                 self._hand_on()
-        else:
-            posted = False
         if not posted:
             try:
                 self._sock.send(packet)

@@ -544,3 +544,62 @@ def test_a_driver_killed_while_its_client_runs_through_the_mailbox_fails_it_at_o
     client.close()
     with open("/proc/self/maps") as maps:
         assert not any("nnrt-run-mailbox" in line for line in maps)
+
+
+@pytest.mark.multiprocess
+def test_a_client_closed_while_another_thread_runs_through_the_mailbox_raises_driver_gone(
+        runtime_dir, monkeypatch):
+    """The mailbox is unmapped at close only under the reader's lock, and looked at under it:
+    a Run that was deciding on the mailbox as another thread closed the client ends with
+    DriverGone, never with an error of the released mapping (the close, meanwhile, leaves
+    the mapping to the collector after a bounded wait for the reader)."""
+    from nnrt.client.core import run_mailbox as client_mailbox
+    from nnrt.client.core.errors import DriverGone
+    from tests.conftest import start_driver
+    from tests.helpers.hdi_models import io, prepared_add
+
+    _polling_client(monkeypatch, "1")
+    mailbox_runs, deciding, closed = [], threading.Event(), threading.Event()
+    real_post, real_takes = (client_mailbox.ClientMailbox.post_and_poll,
+                             client_mailbox.ClientMailbox.takes)
+    monkeypatch.setattr(client_mailbox.ClientMailbox, "post_and_poll",
+                        lambda self, *a: mailbox_runs.append(1) or real_post(self, *a))
+    driver = start_driver(runtime_dir, "cpu", "--spin-us", "5000")
+    try:
+        client = driver.client()
+        model_id, x, y = prepared_add(client)
+        _run_until(lambda: len(mailbox_runs) > 10, client, model_id, x, y)
+
+        def takes(self, packet):  # the next Run stops here until the close is done
+            deciding.set()
+            closed.wait(5)
+            return real_takes(self, packet)
+
+        monkeypatch.setattr(client_mailbox.ClientMailbox, "takes", takes)
+        ended = []
+
+        def running() -> None:  # back to back, so that they poll (a think time within 200 µs)
+            ins, outs = [io(x, 4).SerializeToString()], [io(y, 4).SerializeToString()]
+            try:
+                for _ in range(100_000):
+                    client.run(model_id, ins, outs, timeout=10)
+                ended.append("answered")
+            except DriverGone:
+                ended.append("gone")
+            except BaseException as exc:  # noqa: BLE001  (what the test is about)
+                ended.append(exc)
+
+        worker = threading.Thread(target=running)
+        worker.start()
+        if deciding.wait(5):  # (not when the driver's count found no CPU spare just then)
+            client.close()
+            closed.set()
+            worker.join(10)
+            assert not worker.is_alive() and ended == ["gone"]
+        else:
+            closed.set()
+            worker.join(10)
+            client.close()
+        x.close(), y.close()
+    finally:
+        assert driver.stop() == 0
